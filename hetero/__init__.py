@@ -1,0 +1,17 @@
+"""hetero: a deep-learning compiler framework that splits a model across backend plugins.
+
+The public face::
+
+    import hetero
+    graph = hetero.load_onnx("model.onnx")
+    graph = hetero.optimize(graph)
+    outputs = hetero.run_reference(graph, {"input": array})
+"""
+
+from hetero import errors
+from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
+from hetero.core.runtime.reference import run_reference
+
+__version__ = "0.1.0"
+
+__all__ = ["Graph", "GraphBuilder", "TensorType", "errors", "run_reference", "verify"]

@@ -1,0 +1,1 @@
+"""hetero core: everything that is not a backend. It never imports hetero.plugins."""

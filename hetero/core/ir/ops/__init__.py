@@ -1,0 +1,7 @@
+"""The canonical op set, one family a module. Importing this package registers them.
+
+Each op is defined once, with :func:`hetero.core.ir.opdef.register`; see
+:mod:`hetero.core.ir.opdef` for what a definition holds.
+"""
+
+from hetero.core.ir.ops import elementwise, nn, quant, reduce, tensor  # noqa: F401

@@ -1,0 +1,1 @@
+"""Run-time pieces: input checking, the reference executor."""

@@ -1,0 +1,74 @@
+"""Every error a user of hetero can trigger.
+
+All of them derive from :class:`HeteroError`, so ``except hetero.errors.HeteroError``
+catches anything hetero raises on purpose. Each subclass stands for one kind of
+failure; its message names the model, node, op, plugin or file at fault and says
+what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+import difflib
+
+
+class HeteroError(Exception):
+    """Base class of every error hetero raises on purpose."""
+
+
+class ModelLoadError(HeteroError):
+    """A model file is missing, malformed, truncated or not an ONNX model."""
+
+
+class UnsafePathError(ModelLoadError):
+    """An external-data path leaves the model's folder (``..``, absolute, symlink)."""
+
+
+class UnsupportedOpError(HeteroError):
+    """A model uses operators outside hetero's canonical op set."""
+
+
+class TensorTooLargeError(HeteroError):
+    """A tensor would exceed the configured element budget."""
+
+
+class DynamicShapeError(HeteroError):
+    """A dimension could not be resolved to a static size."""
+
+
+class ShapeError(HeteroError):
+    """Shapes or dtypes of an op's inputs do not fit together."""
+
+
+class OpAttributeError(HeteroError):
+    """An op attribute is missing, unknown or of the wrong kind."""
+
+
+class UnknownOpError(HeteroError):
+    """An op name that is not in the canonical op set."""
+
+
+class VerificationError(HeteroError):
+    """A graph breaks a rule of the IR; the message names the node and the rule."""
+
+
+class InputError(HeteroError):
+    """Inputs handed to run a graph are missing, extra, or of the wrong shape or dtype."""
+
+
+class PatternError(HeteroError):
+    """A rewrite pattern is malformed or a rewrite produced an invalid graph."""
+
+
+class PluginError(HeteroError):
+    """A backend plugin failed to load, declared itself wrongly or raised in a hook."""
+
+
+class UnknownBackendError(PluginError):
+    """A backend name that no loaded plugin provides."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ``" (did you mean 'x'?)"`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
