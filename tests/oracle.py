@@ -39,13 +39,13 @@ def node_model(
             graph_inputs.append(helper.make_tensor_value_info(name, elem, np.shape(array)))
     outs = [f"out{i}" for i in range(n_outputs)]
     node = helper.make_node(op_type, names, outs, **attrs)
-    graph = helper.make_graph(
-        [node], op_type.lower(), graph_inputs,
-        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs],
-        initializer=inits,
-    )
+    graph = helper.make_graph([node], op_type.lower(), graph_inputs, [], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
+    # Declare the outputs with the types onnx infers for them.
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    types = {vi.name: vi for vi in inferred.graph.value_info}
+    model.graph.output.extend(types[o] for o in outs)
     return model
 
 
