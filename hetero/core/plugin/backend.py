@@ -1,0 +1,284 @@
+"""The Backend contract: what a plugin declares and what it must do.
+
+A backend *declares* (ARCHITECTURE.md, rule 5): its name and device kind, its
+memory hierarchy, its peak compute throughput, the canonical ops it implements and
+the composite patterns it wants whole. The core *decides*: the partitioner asks
+:meth:`Backend.supports` about each node and :meth:`Backend.estimate` about each
+candidate region, then hands every region it assigns to :meth:`Backend.compile`.
+
+A minimal backend::
+
+    class MyCpu(Backend):
+        name = "my_cpu"
+        version = "1.0"
+        device_kind = "cpu"
+        peak_gflops = 50.0
+        memory = MemoryHierarchy([MemoryLevel("DRAM", 2**34, bandwidth_gbps=20)])
+        supported_ops = frozenset({"Relu", "Add", "Conv"})
+
+        def compile(self, subgraph, options):
+            ...  # return a CompiledPart
+
+        def load_artifact(self, artifact):
+            ...  # rebuild the CompiledPart that produced `artifact`
+
+:func:`validate_backend` checks a declaration; the plugin manager runs it on every
+backend a plugin provides and skips (and reports) those that fail.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+import math
+import numbers
+import re
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from hetero.core.ir.graph import Graph, Node
+from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.memory.hierarchy import MemoryHierarchy
+from hetero.core.passes.pattern import Match, Op
+from hetero.errors import HeteroError, PluginError, did_you_mean
+
+#: Backend names and device kinds: lower-case identifiers such as ``llvm_cpu``.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Support:
+    """A backend's answer to "can you take this node?"; a refusal always says why.
+
+    The reason reaches the partition report, so write it for the user:
+    ``Support.no("Conv with group=3 is not implemented (only 1 or depthwise)")``.
+    A Support is truthy when ``ok``.
+    """
+
+    ok: bool
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.reason.strip():
+            raise PluginError("Support.no() needs a reason: the partition report shows it to the user")
+
+    @classmethod
+    def yes(cls) -> Support:
+        """The backend takes the node."""
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str) -> Support:
+        """The backend refuses the node, for ``reason``."""
+        return cls(False, reason)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A composite a backend wants to take whole, such as a Conv followed by its Relu.
+
+    ``pattern`` is written in the graph pattern language
+    (:mod:`hetero.core.passes.pattern`) and rooted at the composite's last node;
+    ``check``, when given, accepts a match or refuses it with a reason (an NPU
+    refusing a fusion whose weights overflow its scratchpad), exactly as
+    :meth:`Backend.supports` does for one node. The partitioner keeps each accepted
+    match in one region instead of splitting it::
+
+        Pattern("conv_relu", Op("Relu", Op("Conv", Var("x"), Const("w"), ..., name="conv")),
+                check=lambda m: Support.yes() if m.const("w").nbytes <= 2**20
+                else Support.no("weights exceed the 1 MiB scratchpad"))
+    """
+
+    name: str
+    pattern: Op
+    check: Callable[[Match], Support] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise PluginError(f"a Pattern needs a name, got {self.name!r}")
+        if not isinstance(self.pattern, Op):
+            raise PluginError(
+                f"pattern {self.name!r}: the pattern must be an Op from "
+                f"hetero.core.passes.pattern, rooted at the composite's last node; got {self.pattern!r}"
+            )
+
+    def match(self, node: Node) -> Iterator[tuple[Match, Support]]:
+        """Every way the composite fits with ``node`` as its root, with the check's verdict."""
+        for found in self.pattern.match(node):
+            verdict = Support.yes() if self.check is None else self.check(found)
+            if not isinstance(verdict, Support):
+                raise PluginError(
+                    f"pattern {self.name!r}: check returned {verdict!r} at node {node.name}; "
+                    "it must return Support.yes() or Support.no(reason)"
+                )
+            yield found, verdict
+
+
+@runtime_checkable
+class CompiledPart(Protocol):
+    """What :meth:`Backend.compile` returns: a runnable, saveable piece of a model.
+
+    ``inputs`` and ``outputs`` are the value names of the subgraph it was compiled
+    from, in order; ``run`` maps input arrays by name to output arrays by name;
+    ``artifact`` is everything :meth:`Backend.load_artifact` needs to rebuild the
+    part in another process (machine code, PTX, an instruction stream...).
+    """
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def artifact(self) -> bytes:
+        """The saveable form of this part."""
+        ...
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run the part on ``inputs`` (name → array); return its outputs by name."""
+        ...
+
+
+class Backend(ABC):
+    """Base class of every backend; subclass it and set the declarations.
+
+    Declarations (class or instance attributes):
+
+    - ``name``: a lower-case identifier, unique among installed backends.
+    - ``version``: the backend's version string.
+    - ``device_kind``: ``"cpu"``, ``"gpu"``, ``"npu"``, ``"fpga"``... (lower case).
+    - ``memory``: the device's :class:`~hetero.core.memory.MemoryHierarchy`.
+    - ``peak_gflops``: peak compute throughput, used by the default :meth:`estimate`.
+    - ``supported_ops``: the canonical op names it implements.
+    - ``patterns``: the :class:`Pattern` composites it wants whole.
+
+    Behaviour: :meth:`compile` and :meth:`load_artifact` must be implemented;
+    :meth:`supports` and :meth:`estimate` have defaults worth refining.
+    """
+
+    name: str = ""
+    version: str = ""
+    device_kind: str = ""
+    memory: MemoryHierarchy | None = None
+    peak_gflops: float = 0.0
+    supported_ops: Collection[str] = frozenset()
+    patterns: Sequence[Pattern] = ()
+
+    def supports(self, node: Node) -> Support:
+        """Whether this backend takes ``node``; by default, whether its op is declared.
+
+        Override to refuse nodes by dtype, attribute or size, and say why.
+        """
+        if node.op in self.supported_ops:
+            return Support.yes()
+        return Support.no(f"{self.name} does not implement {node.op}")
+
+    def estimate(self, subgraph: Graph) -> float:
+        """Seconds ``subgraph`` would take here; by default a per-node roofline.
+
+        Each node costs the larger of its FLOPs over ``peak_gflops`` and the bytes it
+        reads and writes over the outermost memory level's bandwidth: no fusion, no
+        cache reuse, so the estimate errs on the slow side. Override with a model
+        of the device (a cycle count, a tuned table) when there is one.
+        """
+        if not isinstance(self.memory, MemoryHierarchy):
+            raise PluginError(f"backend {self.name!r}: estimate() needs a declared memory hierarchy")
+        compute = self.peak_gflops * 1e9
+        bandwidth = self.memory.outermost.bandwidth_gbps * 1e9
+        total = 0.0
+        for node in subgraph.nodes:
+            ins = [v.type for v in node.inputs if v is not None]
+            outs = [v.type for v in node.outputs]
+            flops = get_op(node.op).flops(ins, outs, node.attrs)
+            moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
+            total += max(flops / compute, moved / bandwidth)
+        return total
+
+    @abstractmethod
+    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> CompiledPart:
+        """Generate code for ``subgraph`` and return it as a runnable part.
+
+        Every node of ``subgraph`` was accepted by :meth:`supports`. ``options``
+        holds the user's compile options (unknown keys must be ignored: they may be
+        meant for another backend). Raise :class:`hetero.errors.PluginError` naming
+        the node to refuse the subgraph; the core then falls back for it.
+        """
+
+    @abstractmethod
+    def load_artifact(self, artifact: bytes) -> CompiledPart:
+        """Rebuild the part whose :attr:`CompiledPart.artifact` is ``artifact``."""
+
+    def __repr__(self) -> str:
+        return f"<Backend {self.name or type(self).__name__} {self.version} ({self.device_kind})>"
+
+
+def validate_backend(backend: object) -> list[str]:
+    """Problems with ``backend``'s declarations, one sentence each; empty if it is sound.
+
+    Checks that it is a :class:`Backend`, that its name, version and device kind
+    are well formed, that its memory hierarchy and peak throughput are declared,
+    that every op it lists is a canonical op and that its patterns are sound
+    (canonical ops, known attributes, unique names).
+    """
+    if not isinstance(backend, Backend):
+        return [f"{backend!r} is not a hetero Backend (subclass hetero.core.plugin.Backend)"]
+    problems: list[str] = []
+    label = f"backend {backend.name!r}"
+    if not isinstance(backend.name, str) or not NAME_PATTERN.match(backend.name):
+        problems.append(
+            f"{label}: name must be a lower-case identifier such as 'my_npu' "
+            "(letters, digits, underscores; a letter first)"
+        )
+    if not isinstance(backend.version, str) or not backend.version.strip():
+        problems.append(f"{label}: declares no version")
+    if not isinstance(backend.device_kind, str) or not NAME_PATTERN.match(backend.device_kind):
+        problems.append(
+            f"{label}: device_kind must be a lower-case word such as 'cpu', 'gpu', 'npu' "
+            f"or 'fpga', got {backend.device_kind!r}"
+        )
+    if not isinstance(backend.memory, MemoryHierarchy):
+        problems.append(f"{label}: memory must be a MemoryHierarchy, got {backend.memory!r}")
+    peak = backend.peak_gflops
+    if isinstance(peak, bool) or not isinstance(peak, numbers.Real) or not (
+        math.isfinite(peak) and peak > 0
+    ):
+        problems.append(f"{label}: peak_gflops must be a positive number, got {peak!r}")
+    canonical = op_names()
+    ops = backend.supported_ops
+    if isinstance(ops, str) or not isinstance(ops, Collection):
+        problems.append(f"{label}: supported_ops must be a collection of op names, got {ops!r}")
+    else:
+        problems += _unknown_ops(f"{label}: supported_ops", ops, canonical)
+    problems += _pattern_problems(label, backend.patterns)
+    return problems
+
+
+def _unknown_ops(where: str, ops: Collection[object], canonical: list[str]) -> list[str]:
+    found = []
+    for op in sorted(ops, key=str):
+        if op not in canonical:
+            hint = did_you_mean(op, canonical) if isinstance(op, str) else ""
+            found.append(f"{where} names {op!r}, which is not a canonical op{hint}")
+    return found
+
+
+def _pattern_problems(label: str, patterns: object) -> list[str]:
+    if isinstance(patterns, str) or not isinstance(patterns, Sequence):
+        return [f"{label}: patterns must be a sequence of Pattern, got {patterns!r}"]
+    found: list[str] = []
+    seen: set[str] = set()
+    for pattern in patterns:
+        if not isinstance(pattern, Pattern):
+            found.append(f"{label}: patterns holds {pattern!r}, which is not a Pattern")
+            continue
+        if pattern.name in seen:
+            found.append(f"{label}: pattern name {pattern.name!r} is used twice")
+        seen.add(pattern.name)
+        try:
+            pattern.pattern.validate()
+        except HeteroError as exc:
+            found.append(f"{label}: pattern {pattern.name!r}: {exc}")
+    return found

@@ -1,0 +1,99 @@
+"""`hetero plugins`: the table and the JSON, run as a user runs them, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from hetero.core.plugin import PluginSet
+from hetero.core.plugin.listing import format_plugins
+from toyplugin import plugin_source, write_distribution
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A site folder with one good plugin and one that fails to import."""
+    path = tmp_path / "site"
+    path.mkdir()
+    write_distribution(path, "hetero-toy", "0.3.1", {"toy": "cli_toy_plugin"},
+                       {"cli_toy_plugin": plugin_source("toy_cpu", ops=("Relu", "Add", "Conv"))})
+    write_distribution(path, "hetero-bad", "2.0", {"bad": "cli_bad_plugin"},
+                       {"cli_bad_plugin": plugin_source("bad_npu", body="raise ImportError('no libbad')")})
+    return path
+
+
+def hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
+    # toyplugin (the backend the plugins instantiate) lives beside this file.
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "hetero.cli", "plugins", *args],
+        capture_output=True, text=True, env=environ, timeout=60,
+    )
+
+
+def test_table_lists_the_plugin_and_reports_the_broken_one(site: Path) -> None:
+    result = hetero(site)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["backend"])
+    assert lines[header].split() == ["backend", "version", "distribution", "device", "ops", "memory"]
+    row = next(line for line in lines if line.split()[:1] == ["toy_cpu"])
+    assert row.split() == ["toy_cpu", "1.0", "hetero-toy", "0.3.1", "cpu", "3", "DRAM", "1", "GiB"]
+    assert "Broken plugins (1), skipped:" in lines
+    assert "  bad (hetero-bad 2.0): cannot import cli_bad_plugin: ImportError: no libbad" in lines
+    # The listing reports broken plugins itself; no duplicate warning on stderr.
+    assert "PluginWarning" not in result.stderr
+
+
+def test_json_for_tools(site: Path) -> None:
+    result = hetero(site, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    toy = next(b for b in data["backends"] if b["name"] == "toy_cpu")
+    assert toy["distribution"] == "hetero-toy" and toy["distribution_version"] == "0.3.1"
+    assert toy["plugin"] == "toy" and toy["device_kind"] == "cpu"
+    assert toy["ops"] == ["Add", "Conv", "Relu"]
+    assert toy["memory"] == [{"name": "DRAM", "capacity_bytes": 2**30, "bandwidth_gbps": 20.0,
+                              "latency_ns": 100.0, "scope": "global"}]
+    bad = next(p for p in data["plugins"] if p["name"] == "bad")
+    assert bad["status"] == "broken" and bad["distribution"] == "hetero-bad" and bad["version"] == "2.0"
+    assert bad["error"] == "cannot import cli_bad_plugin: ImportError: no libbad"
+    assert "Traceback" in bad["traceback"]
+
+
+def test_disabled_plugins_are_listed_as_such(site: Path) -> None:
+    result = hetero(site, HETERO_DISABLE_PLUGINS="bad")
+    assert result.returncode == 0, result.stderr
+    assert "  bad (hetero-bad 2.0): disabled by HETERO_DISABLE_PLUGINS" in result.stdout.splitlines()
+    assert "Broken plugins" not in result.stdout
+
+
+def test_a_selection_that_matches_nothing_is_reported(site: Path) -> None:
+    result = hetero(site, HETERO_PLUGINS="tyo")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "No backends are available."
+    assert "  toy (hetero-toy 0.3.1): disabled by HETERO_PLUGINS" in lines
+    problem = next(line for line in lines if line.startswith("  HETERO_PLUGINS names"))
+    assert "'tyo', which is not installed (did you mean 'toy'?)" in problem
+
+
+def test_usage_error_exits_2(site: Path) -> None:
+    result = hetero(site, "--colour")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --colour" in result.stderr
+
+
+def test_no_plugins_installed_is_said_plainly() -> None:
+    text = format_plugins(PluginSet({}, ()))
+    assert text.startswith("No hetero plugins are installed.")
+    assert "'hetero.backends' entry point" in text
