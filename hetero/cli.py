@@ -27,7 +27,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plugins.add_argument("--json", action="store_true", help="print JSON for tools")
     plugins.set_defaults(func=_cmd_plugins)
+
+    inspect = subs.add_parser(
+        "inspect", help="op histogram, parameters, FLOPs and unsupported ops of a model"
+    )
+    _add_model_arguments(inspect)
+    inspect.add_argument("--json", action="store_true", help="print JSON for tools")
+    inspect.set_defaults(func=_cmd_inspect)
+
+    run = subs.add_parser(
+        "run", help="import, optimise and run a model, optionally comparing with onnxruntime"
+    )
+    _add_model_arguments(run)
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="an input array (default: seeded standard-normal data)")
+    run.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
+    run.add_argument("--random-weights", type=int, metavar="SEED",
+                     help="replace the model's weights by seeded random ones first")
+    run.add_argument("--no-optimize", action="store_true", help="skip the graph passes")
+    run.add_argument("--compare", choices=["onnxruntime"],
+                     help="run the same model and inputs with this reference and compare")
+    run.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --compare")
+    run.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --compare")
+    run.add_argument("--json", action="store_true", help="print JSON for tools")
+    run.set_defaults(func=_cmd_run)
     return parser
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="an .onnx file, or light:NAME for a model onnx ships "
+                        "(light:resnet50, light:squeezenet, ...)")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
+                        help="fix a dynamic input shape, e.g. input=1,3,224,224")
+    parser.add_argument("--max-elements", type=int, default=None,
+                        help="element budget of any one tensor (default 2**30)")
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
@@ -45,6 +78,186 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     else:
         print(format_plugins(plugins))
     return 0
+
+
+def _load(args: argparse.Namespace, model: object = None) -> object:
+    """Import the model named on the command line (or the given ModelProto)."""
+    import hetero
+    from hetero.core.frontend.light import resolve_model
+
+    options = {} if args.max_elements is None else {"max_elements": args.max_elements}
+    source = model if model is not None else resolve_model(args.model)
+    return hetero.load_onnx(source, _parse_shapes(args.input_shape), **options)
+
+
+def _parse_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise UsageError(f"--input-shape {item!r}: write NAME=D,D,... (e.g. input=1,3,224,224)") from None
+    return shapes or None
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    """Print what the model is made of; unsupported ops are listed, with exit code 1."""
+    from hetero.core.ir.stats import graph_stats
+    from hetero.errors import UnsupportedOpError
+
+    try:
+        graph = _load(args)
+    except UnsupportedOpError as exc:
+        if args.json:
+            print(json.dumps({"model": args.model, "unsupported": str(exc)}, indent=2))
+        else:
+            print(f"unsupported ops: {exc}")
+        return 1
+    stats = graph_stats(graph)
+    if args.json:
+        print(json.dumps({
+            "model": args.model,
+            "graph": graph.name,
+            "inputs": {v.name: str(v.type) for v in graph.inputs},
+            "outputs": {v.name: str(v.type) for v in graph.outputs},
+            "nodes": stats.nodes,
+            "op_histogram": stats.op_histogram,
+            "parameters": stats.parameters,
+            "parameter_bytes": stats.parameter_bytes,
+            "flops": stats.flops,
+            "flops_by_op": stats.flops_by_op,
+            "unsupported": None,
+        }, indent=2))
+        return 0
+    print(f"model       {args.model} (graph {graph.name})")
+    for v in graph.inputs:
+        print(f"input       {v.name}: {v.type}")
+    for v in graph.outputs:
+        print(f"output      {v.name}: {v.type}")
+    print(f"nodes       {stats.nodes}")
+    print(f"parameters  {stats.parameters:,} ({stats.parameter_bytes / 1e6:.1f} MB)")
+    print(f"FLOPs       {stats.flops / 1e9:.3f} G per run")
+    print("unsupported none")
+    print(f"{'op':<22}{'nodes':>6}{'FLOPs':>12}{'share':>8}")
+    for op, count in stats.op_histogram.items():
+        flops = stats.flops_by_op.get(op, 0)
+        share = flops / stats.flops if stats.flops else 0.0
+        print(f"{op:<22}{count:>6}{flops / 1e9:>11.3f}G{share:>8.1%}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Import, optimise, run on the reference executor; with --compare, check against onnxruntime."""
+    import time
+
+    import hetero
+    from hetero.core.frontend.light import resolve_model
+    from hetero.core.frontend.onnx import randomize_weights
+    from hetero.core.frontend.onnx.loader import read_model
+
+    report: dict[str, object] = {"model": args.model}
+    model = None
+    if args.random_weights is not None or args.compare:
+        model = read_model(resolve_model(args.model)).model
+        if args.random_weights is not None:
+            model = randomize_weights(model, args.random_weights)
+    start = time.perf_counter()
+    graph = _load(args, model)
+    report["import_s"] = time.perf_counter() - start
+    report["nodes"] = len(graph.nodes)
+    if not args.no_optimize:
+        start = time.perf_counter()
+        graph = hetero.optimize(graph)
+        report["optimize_s"] = time.perf_counter() - start
+    report["optimized_nodes"] = len(graph.nodes)
+    inputs = _inputs(graph, args)
+    start = time.perf_counter()
+    outputs = hetero.run_reference(graph, inputs)
+    report["run_s"] = time.perf_counter() - start
+    report["outputs"] = {name: str(hetero.TensorType.of(a)) for name, a in outputs.items()}
+    ok = True
+    if args.compare:
+        ok, report["compare"] = _compare_onnxruntime(model, inputs, outputs, args)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_run(report, outputs)
+    return 0 if ok else 1
+
+
+def _inputs(graph: object, args: argparse.Namespace) -> dict[str, object]:
+    import numpy as np
+
+    given = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise UsageError(f"--input {item!r}: write NAME=FILE.npy")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(args.seed)
+    for v in graph.inputs:  # type: ignore[attr-defined]
+        if v.name not in given:
+            data = rng.standard_normal(v.shape) if v.dtype.kind == "f" else rng.integers(0, 2, v.shape)
+            given[v.name] = data.astype(v.dtype)
+    return given
+
+
+def _compare_onnxruntime(model: object, inputs: dict, outputs: dict, args: argparse.Namespace) -> tuple[bool, dict]:
+    import numpy as np
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise UsageError("--compare onnxruntime needs onnxruntime: pip install onnxruntime") from None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: ORT warns about the light models' unused inputs
+    session = ort.InferenceSession(model.SerializeToString(), options,  # type: ignore[attr-defined]
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    wanted = {i.name for i in session.get_inputs()}
+    expected = dict(zip(names, session.run(None, {k: v for k, v in inputs.items() if k in wanted})))
+    result: dict[str, object] = {"reference": f"onnxruntime {ort.__version__}", "rtol": args.rtol,
+                                 "atol": args.atol, "outputs": {}}
+    ok = True
+    for name, want in expected.items():
+        got = outputs[name].astype(np.float64)
+        diff = np.abs(got - want)
+        close = bool(np.allclose(got, want, rtol=args.rtol, atol=args.atol))
+        result["outputs"][name] = {  # type: ignore[index]
+            "max_abs_error": float(diff.max(initial=0.0)),
+            "max_rel_error": float((diff / np.maximum(np.abs(want), 1e-30)).max(initial=0.0)),
+            "argmax_agrees": bool(got.argmax() == want.argmax()) if got.size else True,
+            "ok": close,
+        }
+        ok &= close
+    result["ok"] = ok
+    return ok, result
+
+
+def _print_run(report: dict, outputs: dict) -> None:
+    print(f"model     {report['model']}")
+    print(f"import    {report['import_s']:.3f} s, {report['nodes']} nodes")
+    if "optimize_s" in report:
+        print(f"optimise  {report['optimize_s']:.3f} s, {report['nodes']} -> {report['optimized_nodes']} nodes")
+    print(f"run       {report['run_s']:.3f} s on the reference executor (numpy)")
+    for name, array in outputs.items():
+        flat = array.ravel()
+        top = flat.argsort()[::-1][:5] if array.dtype.kind == "f" else []
+        print(f"output    {name}: {report['outputs'][name]}" + (f", top-5 indices {list(map(int, top))}" if len(top) else ""))
+    compare = report.get("compare")
+    if compare:
+        for name, r in compare["outputs"].items():
+            print(f"compare   {name} vs {compare['reference']}: max |err| {r['max_abs_error']:.2e}, "
+                  f"max rel err {r['max_rel_error']:.2e}, argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
+                  f" -> {'OK' if r['ok'] else 'MISMATCH'} (rtol {compare['rtol']}, atol {compare['atol']})")
+
+
+class UsageError(HeteroError):
+    """A malformed command-line argument."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
