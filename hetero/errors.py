@@ -60,6 +60,10 @@ class PatternError(HeteroError):
     """A rewrite pattern is malformed or a rewrite produced an invalid graph."""
 
 
+class UnknownPassError(HeteroError):
+    """A graph pass name that is not registered."""
+
+
 class PluginError(HeteroError):
     """A backend plugin failed to load, declared itself wrongly or raised in a hook."""
 

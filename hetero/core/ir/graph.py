@@ -18,7 +18,7 @@ import numpy as np
 
 from hetero.core.ir.opdef import OpDef, get_op
 from hetero.core.ir.types import TensorType
-from hetero.errors import HeteroError, ShapeError, VerificationError
+from hetero.errors import HeteroError, OpAttributeError, ShapeError, VerificationError
 
 
 class Value:
@@ -232,6 +232,16 @@ class Graph:
         self.nodes.remove(node)
         self._node_names.discard(node.name)
 
+    def rename_value(self, value: Value, name: str) -> None:
+        """Give ``value`` the free name ``name`` (passes keep output names visible this way)."""
+        if self.values.get(value.name) is not value:
+            raise VerificationError(f"graph {self.name}: {value.name!r} is not one of its values")
+        if name in self.values:
+            raise VerificationError(f"graph {self.name}: value name {name!r} is already taken")
+        del self.values[value.name]
+        value.name = name
+        self.values[name] = value
+
     def remove_unused_constants(self) -> None:
         """Drop constants that no node and no output reads."""
         for name, v in list(self.values.items()):
@@ -307,8 +317,8 @@ def complete_attrs(
         check_arity(opdef, inputs, where)
         try:
             attrs = opdef.complete([v.type if v is not None else None for v in inputs], dict(attrs))
-        except ShapeError as exc:
-            raise ShapeError(f"{where}: {exc}") from None
+        except (ShapeError, OpAttributeError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
     missing = [k for k, v in attrs.items() if v is None]
     if missing:
         raise VerificationError(f"{where}: attribute(s) {missing} were left underived")
@@ -339,5 +349,5 @@ def infer_node(
     types = [v.type if v is not None else None for v in inputs]
     try:
         return list(opdef.infer(types, attrs))
-    except ShapeError as exc:
-        raise ShapeError(f"{where}: {exc}") from None
+    except (ShapeError, OpAttributeError) as exc:
+        raise type(exc)(f"{where}: {exc}") from None

@@ -1,0 +1,56 @@
+"""Constant folding.
+
+Invariant established: no node computes only from constants (or, for ops with a
+``fold`` hook such as ``Shape``, from input types alone), unless one of its outputs
+would exceed the element limit; those nodes stay, and the rewrite log says why.
+Folding uses each op's reference semantics, so a folded graph computes what the
+unfolded one did, bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetero.core.ir.graph import Graph, Node, Value
+from hetero.core.passes.pattern import Match, Op
+from hetero.core.passes.rewrite import Rule, rewrite
+from hetero.core.runtime.reference import run_node
+
+#: Elements per folded output above which a node is left alone: folding would hold
+#: the tensor in memory a second time, and a broadcast (Expand) could blow it up.
+DEFAULT_LIMIT = 2**26
+
+
+def _foldable(node: Node) -> bool:
+    if node.opdef.fold is not None:
+        return True
+    return all(v is None or v.data is not None for v in node.inputs)
+
+
+def constant_folding_rules(limit: int = DEFAULT_LIMIT) -> tuple[Rule, ...]:
+    """The folding rule with an element ``limit`` per folded output."""
+
+    def check(graph: Graph, m: Match) -> str | None:
+        for v in m.root.outputs:
+            if v.type.size > limit:
+                return (f"output {v.name} would hold {v.type.size} elements, over the folding "
+                        f"limit of {limit}; raise the limit to fold it")
+        return None
+
+    def replacement(graph: Graph, m: Match) -> list[Value]:
+        node = m.root
+        opdef = node.opdef
+        if opdef.fold is not None:
+            arrays = opdef.fold(node.input_types(), node.attrs)
+        else:
+            arrays = run_node(node, [v.data if v is not None else None for v in node.inputs])
+        return [graph.add_constant(np.asarray(a).astype(v.dtype, copy=False), name=v.name)
+                for v, a in zip(node.outputs, arrays)]
+
+    return (Rule("fold_constants", Op(None, ..., where=_foldable), replacement, check,
+                 doc="evaluate a node whose operands are all known"),)
+
+
+def fold_constants(graph: Graph, limit: int = DEFAULT_LIMIT) -> Graph:
+    """A copy of ``graph`` with every node computable from constants replaced by constants."""
+    return rewrite(graph, constant_folding_rules(limit)).graph
