@@ -97,3 +97,16 @@ def test_no_plugins_installed_is_said_plainly() -> None:
     text = format_plugins(PluginSet({}, ()))
     assert text.startswith("No hetero plugins are installed.")
     assert "'hetero.backends' entry point" in text
+
+
+def test_one_backend_in_detail(site: Path) -> None:
+    result = hetero(site, "toy_cpu")
+    assert result.returncode == 0, result.stderr
+    assert "backend       toy_cpu 1.0 (cpu)" in result.stdout
+    assert "Add, Conv, Relu" in result.stdout and "DRAM" in result.stdout
+
+
+def test_a_mistyped_backend_name_gets_did_you_mean(site: Path) -> None:
+    result = hetero(site, "toy_cup")
+    assert result.returncode == 2
+    assert "did you mean 'toy_cpu'" in result.stderr and "Traceback" not in result.stderr

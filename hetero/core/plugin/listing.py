@@ -87,6 +87,28 @@ def format_plugins(plugins: PluginSet) -> str:
     return "\n".join(lines)
 
 
+def format_backend(plugins: PluginSet, name: str) -> str:
+    """One backend in detail: where it comes from, its ops, patterns and memory hierarchy.
+
+    An unknown ``name`` raises UnknownBackendError with a did-you-mean.
+    """
+    backend = plugins.get(name)
+    record = plugins.provided_by[name]
+    lines = [
+        f"backend       {name} {backend.version} ({backend.device_kind})",
+        f"plugin        {record.label}",
+        f"peak          {backend.peak_gflops:g} GFLOP/s",
+        f"ops ({len(backend.supported_ops)})".ljust(14) + ", ".join(sorted(backend.supported_ops)),
+    ]
+    if backend.patterns:
+        lines.append("patterns")
+        lines += [f"  {p.name}: {p.pattern!r}" for p in backend.patterns]
+    if backend.memory is not None:
+        lines.append("memory")
+        lines += ["  " + line for line in str(backend.memory).splitlines()]
+    return "\n".join(lines)
+
+
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]

@@ -1,0 +1,104 @@
+"""`hetero inspect` and `hetero run` on real models, and their errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+import pytest
+
+from hetero.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_inspect_reports_ops_parameters_and_flops(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "inspect", "light:squeezenet", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["op_histogram"]["Conv"] == 26
+    assert report["inputs"] == {"data_0": "f32[1,3,224,224]"}
+    # The light model is SqueezeNet 1.1: 1,235,496 parameters (the published count of its
+    # 26 convolutions' weights and biases).
+    assert report["parameters"] == 1_235_496
+    # About 0.35 GMACs of convolution; FLOPs count each MAC as two.
+    assert 0.6e9 < report["flops"] < 0.8e9
+    assert report["flops_by_op"]["Conv"] > 0.95 * report["flops"]
+
+
+def test_inspect_text_form(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "inspect", "light:bvlc_alexnet")
+    assert code == 0
+    assert "unsupported none" in out and "LRN" in out and "FLOPs" in out
+
+
+def test_inspect_lists_every_unsupported_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sin", ["a"], ["b"], name="sine"),
+        helper.make_node("Cos", ["b"], ["c"], name="cosine"),
+    ]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "g", [vi("x", onnx.TensorProto.FLOAT, [2])],
+                              [vi("c", onnx.TensorProto.FLOAT, [2])])
+    path = tmp_path / "trig.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    code, out, _ = run_cli(capsys, "inspect", str(path))
+    assert code == 1
+    assert "Sin" in out and "sine" in out and "Cos" in out and "cosine" in out
+
+
+def test_run_matches_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "light:squeezenet", "--random-weights", "3",
+                           "--compare", "onnxruntime", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["compare"]["ok"] is True
+    assert report["optimized_nodes"] <= report["nodes"]
+    (result,) = report["compare"]["outputs"].values()
+    assert result["argmax_agrees"]
+
+
+def test_run_reads_inputs_from_npy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [vi("x", onnx.TensorProto.FLOAT, ["n", 3])],
+                              [vi("y", onnx.TensorProto.FLOAT, ["n", 3])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    np.save(tmp_path / "x.npy", np.array([[-1, 2, -3]], np.float32))
+    code, out, _ = run_cli(capsys, "run", str(path), "--input-shape", "x=1,3",
+                           "--input", f"x={tmp_path / 'x.npy'}", "--compare", "onnxruntime")
+    assert code == 0, out
+    assert "OK" in out
+
+
+def test_dynamic_shape_without_input_shape_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [vi("x", onnx.TensorProto.FLOAT, ["n", 3])],
+                              [vi("y", onnx.TensorProto.FLOAT, ["n", 3])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    code, out, err = run_cli(capsys, "run", str(path))
+    assert code == 2
+    assert "input_shapes" in err and "'x'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["inspect", "no/such/model.onnx"], "no/such/model.onnx"),
+    (["inspect", "light:resnet5"], "did you mean 'resnet50'"),
+    (["run", "light:squeezenet", "--input-shape", "oops"], "NAME=D,D"),
+])
+def test_bad_arguments_give_one_line_errors(argv: list[str], message: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err and "Traceback" not in err
