@@ -65,7 +65,10 @@ class Attr:
                 raise TypeError(f"expected a string, got {value!r}")
             return value
         if kind == "ints":
-            return tuple(int(v) for v in _as_sequence(value))
+            values = _as_sequence(value)
+            if any(isinstance(v, (float, np.floating)) and not float(v).is_integer() for v in values):
+                raise TypeError(f"expected integers, got {value!r}")
+            return tuple(int(v) for v in values)
         if kind == "floats":
             return tuple(float(v) for v in _as_sequence(value))
         if kind == "dtype":

@@ -20,8 +20,8 @@ def run_node(node: Node, args: list[np.ndarray | None]) -> list[np.ndarray]:
     """Run one node's reference semantics; outputs are cast to the inferred dtypes."""
     try:
         results = node.opdef.reference(args, node.attrs)
-    except HeteroError:
-        raise
+    except HeteroError as exc:  # e.g. an out-of-range Gather index: say which node
+        raise type(exc)(f"node {node.name} ({node.op}): {exc}") from None
     except Exception as exc:  # a bug in a reference function must still name the node
         raise HeteroError(f"node {node.name} ({node.op}): reference failed: {exc}") from exc
     outs = []

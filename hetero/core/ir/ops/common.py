@@ -51,6 +51,14 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     return axis % rank if rank else 0
 
 
+def normalize_axes(axes: Sequence[int], rank: int, what: str = "axes") -> tuple[int, ...]:
+    """``axes`` made non-negative and sorted; ShapeError if one is out of range or repeated."""
+    result = sorted(normalize_axis(a, rank, f"{what} entry") for a in axes)
+    if len(set(result)) != len(result):
+        raise ShapeError(f"{what} {list(axes)} name an axis twice (rank {rank})")
+    return tuple(result)
+
+
 def check_canonical_axes(axes: Sequence[int], rank: int, what: str = "axes") -> None:
     """Canonical axes are sorted, unique and non-negative; ShapeError otherwise."""
     if list(axes) != sorted(set(axes)) or any(not 0 <= a < rank for a in axes):

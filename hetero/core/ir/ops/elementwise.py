@@ -15,6 +15,7 @@ import numpy as np
 from hetero.core.ir.opdef import Attr, OpDef, no_flops, register
 from hetero.core.ir.ops.common import broadcast_shapes, require_dtype, require_float, same_dtype
 from hetero.core.ir.types import FLOAT_DTYPES, NUMERIC_DTYPES, TensorType
+from hetero.errors import OpAttributeError
 
 _BOOL = (np.dtype(bool),)
 _SIGNED = tuple(d for d in NUMERIC_DTYPES if d.kind != "u")
@@ -30,9 +31,12 @@ def _unary(
     allowed: tuple[np.dtype, ...] = FLOAT_DTYPES,
     attrs: dict[str, Attr] | None = None,
     doc: str = "",
+    check: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         require_dtype(ins[0], allowed, f"{name} input")
+        if check is not None:
+            check(attrs)
         return [ins[0]]
 
     def reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
@@ -43,6 +47,31 @@ def _unary(
 
 def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
     return np.clip(alpha * x + beta, 0, 1)
+
+
+def _check_gelu(attrs: dict[str, Any]) -> None:
+    if attrs["approximate"] not in ("none", "tanh"):
+        raise OpAttributeError(
+            f"Gelu approximate must be 'none' or 'tanh', got {attrs['approximate']!r}"
+        )
+
+
+def _int_bound(bound: float, dtype: np.dtype, rounding: Callable[[float], int]) -> np.generic:
+    """``bound`` rounded into ``dtype``'s range, as a scalar of that dtype."""
+    info = np.iinfo(dtype)
+    if bound <= info.min:
+        return dtype.type(info.min)
+    if bound >= info.max:
+        return dtype.type(info.max)
+    return dtype.type(rounding(bound))
+
+
+def _clip(x: np.ndarray, min: float, max: float) -> np.ndarray:  # noqa: A002 - ONNX's names
+    if x.dtype.kind in "iu":
+        # Integer bounds keep the comparison in x's dtype: int64 values beyond 2**53
+        # must not round-trip through float64.
+        return np.clip(x, _int_bound(min, x.dtype, math.ceil), _int_bound(max, x.dtype, math.floor))
+    return np.clip(x, min, max)
 
 
 _unary("Relu", lambda x: np.maximum(x, 0), _SIGNED, doc="max(x, 0)")
@@ -59,7 +88,7 @@ _unary("Gelu", lambda x, approximate: (
     0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     if approximate == "tanh" else 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
     attrs={"approximate": Attr("str", "none", "'none' (exact, with erf) or 'tanh'")},
-    doc="x * Phi(x), Phi the standard normal CDF")
+    doc="x * Phi(x), Phi the standard normal CDF", check=_check_gelu)
 _unary("Sqrt", np.sqrt, doc="square root")
 _unary("Exp", np.exp, doc="e**x")
 _unary("Log", np.log, doc="natural logarithm")
@@ -72,7 +101,7 @@ _unary("Not", np.logical_not, _BOOL, doc="logical not")
 _unary("Identity", lambda x: x, NUMERIC_DTYPES + _BOOL, doc="x")
 _unary("Dropout", lambda x: x, FLOAT_DTYPES,
        doc="inference-mode dropout: the identity (the mask output is not part of the op)")
-_unary("Clip", lambda x, min, max: np.clip(x, min, max), NUMERIC_DTYPES,
+_unary("Clip", _clip, NUMERIC_DTYPES,
        attrs={"min": Attr("float", -math.inf, "lower bound"),
               "max": Attr("float", math.inf, "upper bound")},
        doc="min(max(x, min), max); ReLU6 is Clip(min=0, max=6)")
@@ -105,8 +134,12 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu":  # ONNX integer Div truncates toward zero, like C
-        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
+    if a.dtype.kind in "iu":
+        # ONNX integer Div truncates toward zero, like C. Floor division stays exact in
+        # integers (a detour through float64 is not, beyond 2**53); it rounds down
+        # where truncation rounds up: inexact quotients of operands of opposite signs.
+        quotient = np.floor_divide(a, b)
+        return quotient + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
     return a / b
 
 
