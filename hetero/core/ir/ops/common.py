@@ -63,3 +63,12 @@ def check_canonical_axes(axes: Sequence[int], rank: int, what: str = "axes") -> 
     """Canonical axes are sorted, unique and non-negative; ShapeError otherwise."""
     if list(axes) != sorted(set(axes)) or any(not 0 <= a < rank for a in axes):
         raise ShapeError(f"{what} {list(axes)} must be sorted, unique and in [0, {rank})")
+
+
+def require_spatial(x: TensorType, op: str) -> int:
+    """The number of spatial axes of an (N, C, D1, ..., Dk) input, k >= 1."""
+    if x.rank < 3:
+        raise ShapeError(
+            f"{op} input X must be (N, C, D1, ...) with at least one spatial axis, got {x}"
+        )
+    return x.rank - 2

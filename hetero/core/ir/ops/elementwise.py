@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.opdef import Attr, OpDef, no_flops, register
-from hetero.core.ir.ops.common import broadcast_shapes, require_dtype, require_float, same_dtype
+from hetero.core.ir.ops.common import broadcast_shapes, require_dtype, same_dtype
 from hetero.core.ir.types import FLOAT_DTYPES, NUMERIC_DTYPES, TensorType
 from hetero.errors import OpAttributeError
 
