@@ -9,9 +9,14 @@ The public face::
 """
 
 from hetero import errors
+from hetero.core.frontend import load_onnx
 from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
+from hetero.core.passes.pipeline import optimize
 from hetero.core.runtime.reference import run_reference
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "GraphBuilder", "TensorType", "errors", "run_reference", "verify"]
+__all__ = [
+    "Graph", "GraphBuilder", "TensorType", "errors", "load_onnx", "optimize", "run_reference",
+    "verify",
+]

@@ -1,0 +1,25 @@
+"""The element budget: no tensor the frontend creates may exceed ``max_elements``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import math
+
+from hetero.errors import TensorTooLargeError
+
+#: The default budget: 2**30 elements (4 GiB of float32) for any one tensor.
+DEFAULT_MAX_ELEMENTS = 2**30
+
+
+def check_elements(shape: Sequence[int], what: str, max_elements: int) -> None:
+    """TensorTooLargeError when a tensor of ``shape`` would exceed ``max_elements``.
+
+    Only the shape is looked at, so the check costs nothing however large the tensor.
+    """
+    count = math.prod(int(d) for d in shape)
+    if count > max_elements:
+        raise TensorTooLargeError(
+            f"{what} has shape {[int(d) for d in shape]} ({count:,} elements), over the "
+            f"budget of {max_elements:,} elements; if the model really needs it, raise the "
+            f"budget with load_onnx(..., max_elements={count})"
+        )

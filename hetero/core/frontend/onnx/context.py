@@ -1,0 +1,247 @@
+"""What a translator sees: the graph being built and one ONNX node to translate.
+
+A translator is a function ``(NodeContext) -> None`` registered for one or more ONNX
+op types with :func:`translates`. It reads the node's operands and attributes from
+the context and emits canonical nodes with :meth:`NodeContext.emit` (the node that
+computes the ONNX outputs) and :meth:`NodeContext.add` (helpers in between).
+
+Static operands (a Reshape's shape, a Slice's starts, ...) are ONNX inputs in recent
+opsets but attributes in hetero's canonical ops. :meth:`NodeContext.static`
+evaluates such an input from the canonical graph built so far: a constant, or the
+output of nodes whose inputs are all constant (a ``Shape`` needs only its input's
+type). That is how PyTorch's ``Shape -> Gather -> Concat -> Reshape`` chains become
+one Reshape with an explicit shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from hetero.core.frontend.onnx.budget import check_elements
+from hetero.core.frontend.onnx.loader import node_label
+from hetero.core.ir.graph import Graph, Node, Value
+from hetero.core.runtime.reference import run_node
+from hetero.errors import DynamicShapeError, ModelLoadError, UnsupportedOpError
+
+Translator = Callable[["NodeContext"], None]
+
+#: ONNX op type -> its translator; filled by the translator modules on import.
+TRANSLATORS: dict[str, Translator] = {}
+
+
+def translates(*op_types: str) -> Callable[[Translator], Translator]:
+    """Register the decorated function as the translator of ``op_types``."""
+
+    def register(fn: Translator) -> Translator:
+        for op_type in op_types:
+            if op_type in TRANSLATORS:
+                raise ValueError(f"ONNX op {op_type} has two translators")
+            TRANSLATORS[op_type] = fn
+        return fn
+
+    return register
+
+
+class ModelContext:
+    """State shared by all translators of one model: the graph and the ONNX name map."""
+
+    def __init__(
+        self, graph: Graph, model: onnx.ModelProto, model_name: str, max_elements: int
+    ) -> None:
+        self.graph = graph
+        self.model_name = model_name
+        self.max_elements = max_elements
+        #: ONNX value name -> the canonical value that holds it.
+        self.values: dict[str, Value] = {}
+        onnx_graph = model.graph
+        self._taken = {v for n in onnx_graph.node for v in (*n.input, *n.output)}
+        self._taken |= {v.name for v in (*onnx_graph.input, *onnx_graph.output)}
+        self._taken |= {t.name for t in onnx_graph.initializer}
+        self.read = {v for n in onnx_graph.node for v in n.input} | {
+            v.name for v in onnx_graph.output
+        }
+        self._evaluated: dict[Value, np.ndarray | None] = {}
+
+    def fresh(self, base: str) -> str:
+        """A node or value name based on ``base`` that no ONNX name and no earlier one uses."""
+        name, k = base, 0
+        while name in self._taken:
+            k += 1
+            name = f"{base}_{k}"
+        self._taken.add(name)
+        return name
+
+    def evaluate(self, value: Value) -> np.ndarray | None:
+        """The array ``value`` always holds, or None if it depends on a graph input."""
+        stack = [value]
+        while stack:
+            top = stack[-1]
+            if top.data is not None or top in self._evaluated:
+                stack.pop()
+                continue
+            node = top.producer
+            if node is None:
+                self._evaluated[top] = None
+                stack.pop()
+                continue
+            if node.opdef.fold is not None:
+                self._store(node, node.opdef.fold(node.input_types(), node.attrs))
+                stack.pop()
+                continue
+            pending = [v for v in node.inputs
+                       if v is not None and v.data is None and v not in self._evaluated]
+            if pending:
+                stack.extend(pending)
+                continue
+            args = [None if v is None else self._known(v) for v in node.inputs]
+            if any(a is None for v, a in zip(node.inputs, args) if v is not None):
+                self._store(node, None)
+            else:
+                self._store(node, run_node(node, args))
+            stack.pop()
+        return self._known(value)
+
+    def _known(self, value: Value) -> np.ndarray | None:
+        return value.data if value.data is not None else self._evaluated[value]
+
+    def _store(self, node: Node, arrays: Sequence[np.ndarray] | None) -> None:
+        for i, out in enumerate(node.outputs):
+            self._evaluated[out] = None if arrays is None else np.asarray(arrays[i])
+
+
+class NodeContext:
+    """One ONNX node being translated, with the operations a translator needs."""
+
+    def __init__(self, model: ModelContext, node: onnx.NodeProto) -> None:
+        self.model = model
+        self.node = node
+        self.op_type = node.op_type
+        self.label = node_label(node)
+        self._attrs = {a.name: a for a in node.attribute}
+        first = next((o for o in node.output if o), node.op_type)
+        self._base = node.name or f"{node.op_type}_{first}"
+
+    # -- reading ---------------------------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute ``name`` as a Python value (strings decoded, tensors as arrays).
+
+        A tensor is checked against the element budget before it is converted.
+        """
+        proto = self._attrs.get(name)
+        if proto is None:
+            return default
+        if proto.type == onnx.AttributeProto.TENSOR:
+            check_elements(proto.t.dims, f"{self.label}: attribute {name!r}",
+                           self.model.max_elements)
+            return numpy_helper.to_array(proto.t)
+        value = helper.get_attribute_value(proto)
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if proto.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+            return list(value)
+        return value
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def input(self, i: int) -> Value:
+        """The canonical value of the node's ``i``-th input, which must be present."""
+        if not self.has_input(i):
+            raise ModelLoadError(
+                f"model {self.model.model_name}: {self.label} lacks its required input {i}"
+            )
+        return self.model.values[self.node.input[i]]
+
+    def optional_input(self, i: int) -> Value | None:
+        return self.input(i) if self.has_input(i) else None
+
+    def inputs(self) -> list[Value]:
+        """Every present input, in order (for variadic ops)."""
+        return [self.model.values[n] for n in self.node.input if n]
+
+    def static(self, i: int, what: str) -> np.ndarray | None:
+        """The constant array of input ``i`` (None if absent); DynamicShapeError if it varies."""
+        if not self.has_input(i):
+            return None
+        array = self.model.evaluate(self.input(i))
+        if array is None:
+            raise DynamicShapeError(
+                f"model {self.model.model_name}: {self.label}: its {what} input "
+                f"{self.node.input[i]!r} depends on the model's "
+                "inputs at run time, but hetero needs it to be constant; fix the input shapes "
+                "(input_shapes=...) or re-export the model with constant shapes"
+            )
+        return array
+
+    def static_ints(self, i: int, what: str) -> list[int] | None:
+        """Input ``i`` as a list of ints (None if absent)."""
+        array = self.static(i, what)
+        return None if array is None else [int(v) for v in np.asarray(array).ravel()]
+
+    def output_used(self, i: int) -> bool:
+        """Whether another node or the graph's outputs read ONNX output ``i``."""
+        return i < len(self.node.output) and self.node.output[i] in self.model.read
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    # -- emitting --------------------------------------------------------------------
+    def add(self, op: str, inputs: Sequence[Value | None], attrs: Mapping[str, Any] | None = None,
+            purpose: str | None = None) -> Value:
+        """A helper node whose single output only this translation uses."""
+        tag = purpose or op.lower()
+        name = self.model.fresh(f"{self._base}/{tag}")
+        node = self._add_node(op, inputs, attrs, name,
+                              [self.model.fresh(f"{self._output_base()}/{tag}")])
+        return node.output
+
+    def emit(self, op: str, inputs: Sequence[Value | None],
+             attrs: Mapping[str, Any] | None = None, n_outputs: int = 1) -> Node:
+        """The node that computes the ONNX node's first ``n_outputs`` outputs (bound to them)."""
+        names = [self.node.output[i] if i < len(self.node.output) and self.node.output[i]
+                 else self.model.fresh(f"{self._output_base()}/{i}") for i in range(n_outputs)]
+        node = self._add_node(op, inputs, attrs, self.model.fresh(self._base), names)
+        for name, value in zip(self.node.output, node.outputs):
+            if name:
+                self.model.values[name] = value
+        return node
+
+    def constant(self, array: np.ndarray, purpose: str) -> Value:
+        """A new graph constant used by this translation."""
+        name = self.model.fresh(f"{self._output_base()}/{purpose}")
+        return self.model.graph.add_constant(array, name)
+
+    def bind_constant(self, array: np.ndarray) -> None:
+        """Make the ONNX node's output a graph constant holding ``array``."""
+        name = self.node.output[0]
+        self.model.values[name] = self.model.graph.add_constant(array, name)
+
+    def _add_node(self, op: str, inputs: Sequence[Value | None],
+                  attrs: Mapping[str, Any] | None, name: str, outputs: list[str]) -> Node:
+        node = self.model.graph.add_node(op, inputs, attrs, name=name, output_names=outputs)
+        for value in node.outputs:
+            check_elements(value.shape, f"{self.label}: output {value.name!r}",
+                           self.model.max_elements)
+        return node
+
+    def _output_base(self) -> str:
+        return next((o for o in self.node.output if o), self._base)
+
+    # -- failing ---------------------------------------------------------------------
+    def unsupported(self, why: str) -> UnsupportedOpError:
+        """An UnsupportedOpError naming this node, to raise."""
+        return UnsupportedOpError(f"model {self.model.model_name}: {self.label}: {why}")
+
+
+def merge_attrs(ctx: NodeContext, names: Iterable[str]) -> dict[str, Any]:
+    """Those of the ONNX attributes ``names`` that the node sets (the op's defaults do the rest)."""
+    return {name: ctx.attr(name) for name in names if ctx.has_attr(name)}

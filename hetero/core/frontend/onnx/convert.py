@@ -1,0 +1,159 @@
+"""The ONNX importer: :func:`load_onnx` reads, checks and translates a model.
+
+The steps, each failing with an error that names the file, tensor or node at fault:
+
+1. read the file (or copy the proto) without its external data;
+2. check every stored tensor's size against the element budget, from its dims;
+3. check external-data locations stay inside the model's folder, then load them;
+4. check every value is defined before use, the opset is in range and every op is
+   supported;
+5. fix the input shapes, run onnx's checker, upgrade opsets below 13 to 13 and run
+   onnx's shape inference (with the large weights set aside, as typed inputs);
+6. translate node by node into canonical ops, folding static operands;
+7. compare hetero's types with onnx's, drop the dead shape computations, verify.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+import os
+
+import onnx
+from onnx import numpy_helper
+
+# The translator modules register themselves with TRANSLATORS when imported.
+from hetero.core.frontend.onnx import (  # noqa: F401
+    translate_elementwise, translate_nn, translate_tensor,
+)
+from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
+from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
+from hetero.core.frontend.onnx.loader import (
+    Source, check_defined_before_use, check_model, check_tensor_sizes, load_external_data,
+    node_label, read_model, reason, set_weights_aside,
+)
+from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO, default_opset, upgrade
+from hetero.core.frontend.onnx.shapes import graph_inputs, infer_onnx_types, resolve_input_shapes
+from hetero.core.ir.graph import Graph, Node
+from hetero.core.ir.types import TensorType
+from hetero.core.ir.verify import verify
+from hetero.errors import HeteroError, ModelLoadError, ShapeError, UnsupportedOpError
+
+
+def load_onnx(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+) -> Graph:
+    """Import an ONNX model as a verified hetero :class:`Graph` of canonical ops.
+
+    ``model`` is a path or a ``ModelProto`` (never modified). ``input_shapes`` fixes
+    input dimensions the model leaves dynamic (or overrides declared ones), e.g.
+    ``{"input": [1, 3, 224, 224]}``. ``max_elements`` bounds the element count of
+    any one tensor the model stores or computes.
+
+    >>> graph = load_onnx("resnet50.onnx", {"data": [1, 3, 224, 224]})  # doctest: +SKIP
+    """
+    source = read_model(model)
+    check_tensor_sizes(source, max_elements)
+    load_external_data(source)
+    check_defined_before_use(source)
+    version = default_opset(source)
+    check_supported(source)
+    input_types = resolve_input_shapes(source, input_shapes)
+    set_weights_aside(source)
+    check_model(source)
+    upgrade(source, version)
+    onnx_types = infer_onnx_types(source, max(version, UPGRADE_TO))
+    ctx = translate(source, input_types, max_elements)
+    compare_types(ctx, onnx_types)
+    remove_dead_nodes(ctx.graph)
+    return verify(ctx.graph)
+
+
+def check_supported(source: Source) -> None:
+    """One UnsupportedOpError listing every op type hetero cannot translate."""
+    examples: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    for node in source.model.graph.node:
+        if node.domain in DEFAULT_DOMAINS and node.op_type in TRANSLATORS:
+            continue
+        key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+        counts[key] += 1
+        examples.setdefault(key, node.name or f"(unnamed, computes {node.output[0]!r})")
+    if counts:
+        listed = "; ".join(
+            f"{op} ({counts[op]} node{'s' if counts[op] > 1 else ''}, e.g. {examples[op]})"
+            for op in sorted(counts)
+        )
+        raise UnsupportedOpError(
+            f"model {source.name} uses {len(counts)} op type(s) hetero does not support: "
+            f"{listed}. hetero's canonical op set is listed by "
+            "hetero.core.ir.opdef.op_names(); rewrite these ops in terms of it before export"
+        )
+
+
+def translate(
+    source: Source, input_types: Mapping[str, TensorType], max_elements: int
+) -> ModelContext:
+    """Build the canonical graph: inputs, initializers as constants, then each node."""
+    onnx_graph = source.model.graph
+    name = onnx_graph.name or os.path.splitext(source.name)[0]
+    ctx = ModelContext(Graph(name), source.model, source.name, max_elements)
+    for info in graph_inputs(source):
+        t = input_types[info.name]
+        ctx.values[info.name] = ctx.graph.add_input(info.name, t.shape, t.dtype)
+    if onnx_graph.sparse_initializer:
+        raise ModelLoadError(
+            f"model {source.name}: sparse initializer "
+            f"{onnx_graph.sparse_initializer[0].values.name!r} is not supported; store it dense"
+        )
+    for tensor in [*onnx_graph.initializer, *source.set_aside.values()]:
+        try:
+            array = numpy_helper.to_array(tensor)
+            array.flags.writeable = False  # ours alone: the graph may keep it without a copy
+            ctx.values[tensor.name] = ctx.graph.add_constant(array, tensor.name)
+        except (HeteroError, ValueError, TypeError) as exc:
+            raise ModelLoadError(
+                f"model {source.name}: initializer {tensor.name!r} cannot be read: {reason(exc)}"
+            ) from None
+    for node in onnx_graph.node:
+        TRANSLATORS[node.op_type](NodeContext(ctx, node))
+        for i, out in enumerate(node.output):
+            if out and out in ctx.read and out not in ctx.values:
+                raise UnsupportedOpError(
+                    f"model {source.name}: {node_label(node)}: its output {i} ({out!r}) is "
+                    "used, but hetero's canonical op does not compute it"
+                )
+    ctx.graph.set_outputs([ctx.values[o.name] for o in onnx_graph.output])
+    return ctx
+
+
+def compare_types(ctx: ModelContext, onnx_types: Mapping[str, TensorType]) -> None:
+    """ShapeError where hetero and onnx infer different types for one value."""
+    for name, value in ctx.values.items():
+        expected = onnx_types.get(name)
+        if expected is not None and expected != value.type:
+            node = value.producer.name if value.producer is not None else "(no node)"
+            raise ShapeError(
+                f"model {ctx.model_name}: value {name!r} (computed by {node}) has type "
+                f"{value.type} in hetero but {expected} in onnx's shape inference; one of them "
+                "has a bug: please report it with the model"
+            )
+
+
+def remove_dead_nodes(graph: Graph) -> None:
+    """Drop nodes no graph output depends on (folded shape computations), then their constants."""
+    live: set[Node] = set()
+    stack = list(graph.outputs)
+    while stack:
+        node = stack.pop().producer
+        if node is None or node in live:
+            continue
+        live.add(node)
+        stack.extend(v for v in node.inputs if v is not None)
+    for node in reversed(list(graph.nodes)):
+        if node not in live:
+            graph.remove_node(node)
+    graph.remove_unused_constants()

@@ -1,0 +1,247 @@
+"""Reading an ONNX model safely: the file, its external data and its structure.
+
+The checks judge tensors by their declared dims and locations before any data is
+read, so a hostile or broken file is rejected with a :mod:`hetero.errors` class that
+names the file, the tensor or the node at fault, never with a protobuf or numpy
+traceback, and without first allocating what it asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+import math
+import os
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import external_data_helper, helper
+
+from hetero.core.frontend.onnx.budget import check_elements
+from hetero.errors import ModelLoadError, UnsafePathError
+
+
+@dataclass
+class Source:
+    """A model as read: the proto (hetero's own copy), a name for messages, its folder.
+
+    ``set_aside`` holds the large float initializers while onnx's tools run (see
+    :func:`set_weights_aside`).
+    """
+
+    model: onnx.ModelProto
+    name: str
+    folder: str | None
+    set_aside: dict[str, onnx.TensorProto] = field(default_factory=dict)
+
+
+def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> Source:
+    """Read ``model`` (a path or a proto) without touching its external data.
+
+    A proto is copied, so the caller's object is never modified.
+    """
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        name = model.graph.name or "<ModelProto>"
+        _require_onnx(copy, f"model {name}")
+        return Source(copy, name, None)
+    path = os.fspath(model)
+    what = f"model file {path}"
+    if not os.path.exists(path):
+        raise ModelLoadError(f"{what} does not exist; check the path")
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"{what} is not a regular file; pass the path of a .onnx file")
+    if os.path.getsize(path) == 0:
+        raise ModelLoadError(f"{what} is empty; re-export or re-download the model")
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except DecodeError as exc:
+        raise ModelLoadError(
+            f"{what} is not a valid ONNX protobuf ({reason(exc)}); it may be truncated or not an "
+            "ONNX file at all: re-export or re-download it"
+        ) from None
+    except OSError as exc:
+        raise ModelLoadError(f"{what} cannot be read: {reason(exc)}") from None
+    _require_onnx(proto, what)
+    return Source(proto, os.path.basename(path), os.path.dirname(os.path.abspath(path)))
+
+
+def reason(exc: BaseException) -> str:
+    """An exception's message, trimmed to fit inside a sentence of ours."""
+    return " ".join(str(exc).split()).rstrip(".") or type(exc).__name__
+
+
+def _require_onnx(model: onnx.ModelProto, what: str) -> None:
+    # Protobuf decodes many byte strings (even an empty one) into an empty message;
+    # a real model always has an IR version, an opset import and a graph output.
+    if model.ir_version <= 0 or not model.opset_import or not model.graph.output:
+        raise ModelLoadError(
+            f"{what} is not an ONNX model (it has no IR version, opset import or graph "
+            "output); check that it was written by onnx.save or an ONNX exporter"
+        )
+
+
+def all_tensors(graph: onnx.GraphProto) -> Iterator[tuple[str, onnx.TensorProto]]:
+    """Every tensor stored in ``graph`` and its subgraphs, with a name for messages."""
+    for tensor in graph.initializer:
+        yield f"initializer {tensor.name!r}", tensor
+    for node in graph.node:
+        label = node_label(node)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield f"attribute {attr.name!r} of {label}", attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                for i, t in enumerate(attr.tensors):
+                    yield f"attribute {attr.name}[{i}] of {label}", t
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                yield from all_tensors(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from all_tensors(g)
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    """How messages name an ONNX node: its name, or its first output when it has none."""
+    if node.name:
+        return f"node {node.name!r} ({node.op_type})"
+    first = next((o for o in node.output if o), "?")
+    return f"the {node.op_type} node that computes {first!r}"
+
+
+def check_tensor_sizes(source: Source, max_elements: int) -> None:
+    """TensorTooLargeError for any stored tensor over the budget, judged from its dims."""
+    for label, tensor in all_tensors(source.model.graph):
+        if any(d < 0 for d in tensor.dims):
+            raise ModelLoadError(
+                f"model {source.name}: {label} has a negative dimension {list(tensor.dims)}; "
+                "the file is corrupt"
+            )
+        check_elements(tensor.dims, f"model {source.name}: {label}", max_elements)
+
+
+def load_external_data(source: Source) -> None:
+    """Check every external-data location, then load the data with onnx's own loader.
+
+    A location that is absolute, contains ``..`` or resolves (through symlinks) outside
+    the model's folder raises :class:`UnsafePathError`; a missing file raises
+    :class:`ModelLoadError`.
+    """
+    external = [
+        (label, t) for label, t in all_tensors(source.model.graph)
+        if external_data_helper.uses_external_data(t)
+    ]
+    if not external:
+        return
+    if source.folder is None:
+        raise ModelLoadError(
+            f"model {source.name}: {external[0][0]} keeps its data in an external file, "
+            "which cannot be located from a ModelProto; pass the model's path to "
+            "load_onnx instead, or load it with onnx.load(path) first"
+        )
+    folder = os.path.realpath(source.folder)
+    for label, tensor in external:
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        where = f"model {source.name}: {label}"
+        if not location:
+            raise ModelLoadError(f"{where} is marked external but names no file; re-export it")
+        parts = location.replace("\\", "/").split("/")
+        drive = len(parts[0]) == 2 and parts[0][1] == ":"  # C:/... on Windows
+        if os.path.isabs(location) or location.startswith(("/", "\\")) or drive:
+            raise UnsafePathError(
+                f"{where} reads external data from the absolute path {location!r}; only "
+                "paths relative to the model's folder are allowed: move the data file next "
+                "to the model and store its relative location"
+            )
+        if ".." in parts:
+            raise UnsafePathError(
+                f"{where} reads external data from {location!r}, which climbs out of the "
+                "model's folder with '..'; move the data file into the model's folder"
+            )
+        joined = os.path.normpath(os.path.join(folder, location))
+        resolved = os.path.realpath(joined)
+        if os.path.commonpath([folder, resolved]) != folder:
+            raise UnsafePathError(
+                f"{where} reads external data from {location!r}, which resolves to "
+                f"{resolved} outside the model's folder {folder} (through a symbolic "
+                "link); copy the data file into the model's folder"
+            )
+        if resolved != joined:
+            # onnx's loader refuses links too; say so before it fails less clearly.
+            raise UnsafePathError(
+                f"{where} reads external data through the symbolic link {location!r}; "
+                "replace the link by the data file itself"
+            )
+        if not os.path.isfile(resolved):
+            raise ModelLoadError(
+                f"{where} reads external data from {location!r}, but {resolved} does not "
+                "exist; copy the data file next to the model"
+            )
+    try:
+        external_data_helper.load_external_data_for_model(source.model, folder)
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelLoadError(
+            f"model {source.name}: loading external data failed: {reason(exc)}"
+        ) from None
+
+
+def check_defined_before_use(source: Source) -> None:
+    """Every node input and graph output must be defined before it is read."""
+    graph = source.model.graph
+    defined = {""} | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    for node in graph.node:
+        for name in node.input:
+            if name not in defined:
+                raise ModelLoadError(
+                    f"model {source.name}: {node_label(node)} reads {name!r}, which no graph "
+                    "input, initializer or earlier node defines; the file may be truncated or "
+                    "its nodes out of order: re-export the model"
+                )
+        defined.update(node.output)
+    for out in graph.output:
+        if out.name not in defined:
+            raise ModelLoadError(
+                f"model {source.name}: graph output {out.name!r} is not computed by any node; "
+                "the file may be truncated: re-export the model"
+            )
+
+
+#: Float initializers from this many elements on are set aside while onnx's tools run.
+SET_ASIDE_FROM = 1024
+
+
+def set_weights_aside(source: Source) -> None:
+    """Move the large float initializers into ``source.set_aside``, declared as graph inputs.
+
+    onnx's checker, version converter and shape inference each serialise the whole
+    model, weights included: seconds for VGG's half a gigabyte. Declared as inputs of
+    the same type, the weights mean the same to them, and their values are never
+    needed (shape computations use small integer tensors, which stay).
+    """
+    graph = source.model.graph
+    declared = {v.name for v in graph.input}
+    for i in reversed(range(len(graph.initializer))):
+        tensor = graph.initializer[i]
+        if tensor.data_type in _FLOAT_TYPES and math.prod(tensor.dims) >= SET_ASIDE_FROM:
+            source.set_aside[tensor.name] = tensor
+            del graph.initializer[i]  # the reference held above stays valid
+            if tensor.name not in declared:
+                graph.input.append(
+                    helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+
+
+_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                onnx.TensorProto.BFLOAT16)
+
+
+def check_model(source: Source) -> None:
+    """Run onnx's checker; its complaint becomes a ModelLoadError naming the model."""
+    try:
+        onnx.checker.check_model(source.model)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise ModelLoadError(
+            f"model {source.name} fails onnx's checker: {reason(exc)}; fix the exporter or "
+            "the model"
+        ) from None

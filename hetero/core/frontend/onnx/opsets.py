@@ -1,0 +1,57 @@
+"""Opset handling: which opsets hetero accepts and how old models are brought forward.
+
+Translators are written for opset 13 and newer. A model of opset 7 to 12 is first
+upgraded to 13 with onnx's own version converter, so the translators only deal with
+the differences between 13 and the newest opset onnx knows.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import version_converter
+
+from hetero.core.frontend.onnx.loader import Source, reason
+from hetero.errors import ModelLoadError
+
+#: The oldest opset hetero imports.
+MIN_OPSET = 7
+#: Models older than this are upgraded to it before translation.
+UPGRADE_TO = 13
+#: The ONNX names of the default operator domain.
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def newest_opset() -> int:
+    """The newest default-domain opset the installed onnx knows."""
+    return onnx.defs.onnx_opset_version()
+
+
+def default_opset(source: Source) -> int:
+    """The model's default-domain opset; ModelLoadError unless it is in the accepted range."""
+    versions = [o.version for o in source.model.opset_import if o.domain in DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelLoadError(
+            f"model {source.name} imports no version of the default ONNX domain; re-export "
+            "it with an opset_import for domain ''"
+        )
+    version = versions[0]
+    if not MIN_OPSET <= version <= newest_opset():
+        raise ModelLoadError(
+            f"model {source.name} uses opset {version}; hetero imports opsets {MIN_OPSET} to "
+            f"{newest_opset()}: re-export the model at an opset in that range"
+        )
+    return version
+
+
+def upgrade(source: Source, version: int) -> None:
+    """Bring a model below opset 13 up to 13 in place (``source.model`` is replaced)."""
+    if version >= UPGRADE_TO:
+        return
+    try:
+        source.model = version_converter.convert_version(source.model, UPGRADE_TO)
+    except Exception as exc:  # the converter raises bare RuntimeErrors from C++
+        raise ModelLoadError(
+            f"model {source.name}: onnx's version converter could not upgrade it from opset "
+            f"{version} to {UPGRADE_TO} ({reason(exc)}); re-export the model at opset {UPGRADE_TO} "
+            "or newer"
+        ) from None

@@ -1,0 +1,170 @@
+"""Static input shapes and the cross-check against onnx's own shape inference.
+
+hetero's IR has static shapes only, so every graph input must end up with a fixed
+shape: the model's declared one, or the one the caller passes in ``input_shapes``.
+Those shapes are written into the model so that onnx's shape inference can validate
+it, and the types onnx infers are later compared with the ones hetero infers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from hetero.core.frontend.onnx.loader import Source, reason
+from hetero.core.ir.types import TensorType, as_dtype
+from hetero.errors import DynamicShapeError, HeteroError, InputError, ModelLoadError, did_you_mean
+
+
+def numpy_dtype(elem_type: int) -> np.dtype | None:
+    """The numpy dtype hetero uses for an ONNX element type, or None if it has none."""
+    try:
+        return as_dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError, HeteroError):
+        return None
+
+
+def dtype_name(elem_type: int) -> str:
+    """The ONNX name of an element type ("FLOAT", "STRING", ...)."""
+    return helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.")
+
+
+def graph_inputs(source: Source) -> list[onnx.ValueInfoProto]:
+    """The model's real inputs: graph inputs that are not initializers (old IR lists both)."""
+    graph = source.model.graph
+    initialized = {t.name for t in graph.initializer} | set(source.set_aside)
+    return [v for v in graph.input if v.name not in initialized]
+
+
+def resolve_input_shapes(
+    source: Source, input_shapes: Mapping[str, Sequence[int]] | None
+) -> dict[str, TensorType]:
+    """Every real input's static type; the fixed shapes are written into the model.
+
+    ``input_shapes`` overrides or completes the declared shapes. A dimension left
+    dynamic raises :class:`DynamicShapeError` saying how to fix it.
+    """
+    inputs = graph_inputs(source)
+    names = [v.name for v in inputs]
+    given = dict(input_shapes or {})
+    for name in given:
+        if name not in names:
+            raise InputError(
+                f"input_shapes names {name!r}, which is not an input of model "
+                f"{source.name}{did_you_mean(name, names)}; its inputs are {names}"
+            )
+    types: dict[str, TensorType] = {}
+    for info in inputs:
+        types[info.name] = _input_type(source, info, given.get(info.name))
+        _set_shape(info, types[info.name].shape)
+    if given:
+        # Shapes declared for the other values were derived from the old input shapes.
+        graph = source.model.graph
+        del graph.value_info[:]
+        for info in graph.output:
+            for dim in info.type.tensor_type.shape.dim:
+                dim.Clear()
+    return types
+
+
+def _set_shape(info: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
+    tensor = info.type.tensor_type
+    tensor.ClearField("shape")
+    tensor.shape.SetInParent()
+    for d in shape:
+        tensor.shape.dim.add().dim_value = d
+
+
+def _input_type(
+    source: Source, info: onnx.ValueInfoProto, override: Sequence[int] | None
+) -> TensorType:
+    where = f"model {source.name}: input {info.name!r}"
+    if info.type.WhichOneof("value") != "tensor_type":
+        raise ModelLoadError(
+            f"{where} is a {info.type.WhichOneof('value')}, not a tensor; hetero imports "
+            "tensor inputs only"
+        )
+    tensor = info.type.tensor_type
+    dtype = numpy_dtype(tensor.elem_type)
+    if dtype is None:
+        raise ModelLoadError(
+            f"{where} has element type {dtype_name(tensor.elem_type)}, "
+            "which hetero does not support"
+        )
+    declared = list(tensor.shape.dim) if tensor.HasField("shape") else None
+    if override is not None:
+        shape = [int(d) for d in override]
+        if any(d < 0 for d in shape):
+            raise InputError(f"input_shapes gives {info.name!r} a negative dimension: {shape}")
+        if declared is not None and len(declared) != len(shape):
+            raise InputError(
+                f"input_shapes gives {info.name!r} the shape {shape} of rank {len(shape)}, but "
+                f"model {source.name} declares rank {len(declared)}"
+            )
+        return TensorType(shape, dtype)
+    hint = f'pass input_shapes={{"{info.name}": [...]}} to load_onnx'
+    if declared is None:
+        raise DynamicShapeError(f"{where} has no declared shape (not even a rank); {hint}")
+    shape = []
+    for i, dim in enumerate(declared):
+        if not dim.HasField("dim_value"):
+            label = f"'{dim.dim_param}'" if dim.dim_param else "of unknown size"
+            raise DynamicShapeError(f"{where}: dimension {i} is dynamic ({label}); {hint}")
+        shape.append(dim.dim_value)
+    return TensorType(shape, dtype)
+
+
+def infer_onnx_types(source: Source, opset: int) -> dict[str, TensorType]:
+    """onnx's inferred type of every value it types statically (and correctly).
+
+    Runs ``onnx.shape_inference.infer_shapes`` in strict mode (with data propagation,
+    so shape computations are followed); an inconsistency it finds is a ModelLoadError.
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            source.model, check_type=True, strict_mode=True, data_prop=True
+        )
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        raise ModelLoadError(
+            f"model {source.name} fails onnx's shape inference with the given input shapes: "
+            f"{reason(exc)}"
+        ) from None
+    graph = inferred.graph
+    untrusted = _misinferred(graph, opset)
+    types: dict[str, TensorType] = {}
+    for info in list(graph.value_info) + list(graph.output):
+        static = _static_type(info)
+        if static is not None and info.name not in untrusted:
+            types[info.name] = static
+    return types
+
+
+def _misinferred(graph: onnx.GraphProto, opset: int) -> set[str]:
+    """Values whose shape onnx's inference is known to get wrong, and all that follow them.
+
+    Before opset 22, onnx infers one output too many for a ceil-mode pool whose last
+    window would start in the end padding (onnx issue 5711, fixed for opset 22 only);
+    onnxruntime and hetero drop that window at every opset.
+    """
+    wrong: set[str] = set()
+    for node in graph.node:
+        ceil_mode = any(a.name == "ceil_mode" and a.i for a in node.attribute)
+        pool = node.op_type in ("MaxPool", "AveragePool") and ceil_mode and opset < 22
+        if pool or wrong.intersection(node.input):
+            wrong.update(node.output)
+    return wrong
+
+
+def _static_type(info: onnx.ValueInfoProto) -> TensorType | None:
+    if info.type.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = info.type.tensor_type
+    dtype = numpy_dtype(tensor.elem_type)
+    if dtype is None or not tensor.HasField("shape"):
+        return None
+    if not all(d.HasField("dim_value") for d in tensor.shape.dim):
+        return None
+    return TensorType([d.dim_value for d in tensor.shape.dim], dtype)

@@ -1,0 +1,126 @@
+"""Translators of ONNX's elementwise ops, Constant, Cast, Clip and Dropout.
+
+Most are one-to-one; ONNX's n-ary Sum, Max and Min become chains of binary ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
+from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
+from hetero.core.ir.types import as_dtype
+from hetero.errors import HeteroError
+
+_SAME_NAME = (
+    "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Sqrt", "Exp", "Log", "Reciprocal",
+    "Floor", "Ceil", "Neg", "Abs", "Not", "Identity",
+    "Add", "Sub", "Mul", "Div", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "And", "Or", "Where",
+)
+
+
+@translates(*_SAME_NAME)
+def same_name(ctx: NodeContext) -> None:
+    """Ops whose canonical form is the ONNX op itself, without attributes."""
+    ctx.emit(ctx.op_type, ctx.inputs())
+
+
+@translates("LeakyRelu")
+def leaky_relu(ctx: NodeContext) -> None:
+    ctx.emit("LeakyRelu", [ctx.input(0)], merge_attrs(ctx, ["alpha"]))
+
+
+@translates("HardSigmoid")
+def hard_sigmoid(ctx: NodeContext) -> None:
+    ctx.emit("HardSigmoid", [ctx.input(0)], merge_attrs(ctx, ["alpha", "beta"]))
+
+
+@translates("Gelu")
+def gelu(ctx: NodeContext) -> None:
+    ctx.emit("Gelu", [ctx.input(0)], merge_attrs(ctx, ["approximate"]))
+
+
+@translates("Pow")
+def power(ctx: NodeContext) -> None:
+    """Pow; ONNX lets the exponent have its own dtype, the canonical op does not."""
+    base, exponent = ctx.input(0), ctx.input(1)
+    if exponent.dtype != base.dtype:
+        exponent = ctx.add("Cast", [exponent], {"to": base.dtype}, "exponent")
+    ctx.emit("Pow", [base, exponent])
+
+
+@translates("Sum", "Max", "Min")
+def variadic(ctx: NodeContext) -> None:
+    """n-ary Sum/Max/Min as a left-to-right chain of binary ops (Identity for one input)."""
+    op = "Add" if ctx.op_type == "Sum" else ctx.op_type
+    operands = ctx.inputs()
+    if len(operands) == 1:
+        ctx.emit("Identity", operands)
+        return
+    acc = operands[0]
+    for i, operand in enumerate(operands[1:-1], start=1):
+        acc = ctx.add(op, [acc, operand], purpose=f"{op.lower()}{i}")
+    ctx.emit(op, [acc, operands[-1]])
+
+
+@translates("Clip")
+def clip(ctx: NodeContext) -> None:
+    """Clip; its optional bound inputs become attributes (older attribute bounds were
+    turned into inputs by the opset upgrade)."""
+    attrs = {}
+    for i, bound in ((1, "min"), (2, "max")):
+        value = ctx.static(i, bound)
+        if value is not None:
+            attrs[bound] = float(value)
+    ctx.emit("Clip", [ctx.input(0)], attrs)
+
+
+@translates("Cast")
+def cast(ctx: NodeContext) -> None:
+    to = ctx.attr("to")
+    dtype = numpy_dtype(to)
+    if dtype is None:
+        raise ctx.unsupported(f"cast to {dtype_name(to)} is not supported")
+    ctx.emit("Cast", [ctx.input(0)], {"to": dtype})
+
+
+@translates("Dropout")
+def dropout(ctx: NodeContext) -> None:
+    """Inference-mode Dropout: the identity. Training mode and a used mask are refused."""
+    training = ctx.static(2, "training_mode")
+    if training is not None and bool(np.asarray(training).item()):
+        raise ctx.unsupported(
+            "training_mode is true; hetero compiles for inference, where Dropout is the "
+            "identity: export the model in eval mode"
+        )
+    if ctx.output_used(1):
+        raise ctx.unsupported(
+            f"its mask output {ctx.node.output[1]!r} is used; hetero's Dropout is the "
+            "inference-mode identity and has no mask: export the model in eval mode"
+        )
+    ctx.emit("Dropout", [ctx.input(0)])
+
+
+@translates("Constant")
+def constant(ctx: NodeContext) -> None:
+    """A Constant node becomes a graph constant named after its output."""
+    if ctx.has_attr("value"):
+        array = ctx.attr("value")
+    elif ctx.has_attr("value_float"):
+        array = np.array(ctx.attr("value_float"), np.float32)
+    elif ctx.has_attr("value_floats"):
+        array = np.array(ctx.attr("value_floats"), np.float32)
+    elif ctx.has_attr("value_int"):
+        array = np.array(ctx.attr("value_int"), np.int64)
+    elif ctx.has_attr("value_ints"):
+        array = np.array(ctx.attr("value_ints"), np.int64)
+    else:
+        kinds = [a.name for a in ctx.node.attribute]
+        raise ctx.unsupported(
+            f"a constant given as {kinds} is not supported (numeric tensors only)")
+    try:
+        as_dtype(array.dtype)
+    except HeteroError:
+        raise ctx.unsupported(f"constants of dtype {array.dtype} are not supported") from None
+    ctx.bind_constant(array)

@@ -1,0 +1,157 @@
+"""Translators of ONNX's neural-network and quantisation ops.
+
+Convolutions and pools get every attribute explicitly; ``auto_pad`` is resolved to
+explicit pads from the static input shape, exactly as ONNX defines SAME_UPPER,
+SAME_LOWER and VALID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import math
+
+import numpy as np
+import onnx
+
+from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
+from hetero.core.frontend.onnx.shapes import numpy_dtype
+from hetero.core.ir.graph import Value
+
+
+def explicit_pads(ctx: NodeContext, spatial: Sequence[int], kernel: Sequence[int],
+                  strides: Sequence[int], dilations: Sequence[int]) -> list[int]:
+    """The node's pads in ONNX order (all begins, then all ends), auto_pad resolved."""
+    mode = ctx.attr("auto_pad", "NOTSET")
+    rank = len(spatial)
+    if mode == "NOTSET":
+        return ctx.attr("pads", [0] * 2 * rank)
+    if mode == "VALID":
+        return [0] * 2 * rank
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ctx.unsupported(
+            f"auto_pad {mode!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+        # SAME keeps ceil(size / stride) outputs; ONNX puts the odd pad at the end
+        # for SAME_UPPER and at the beginning for SAME_LOWER.
+        total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, large = total // 2, total - total // 2
+        begins.append(small if mode == "SAME_UPPER" else large)
+        ends.append(large if mode == "SAME_UPPER" else small)
+    return begins + ends
+
+
+def _window_attrs(ctx: NodeContext, x: Value, kernel: Sequence[int]) -> dict[str, list[int]]:
+    rank = len(kernel)
+    strides = ctx.attr("strides", [1] * rank)
+    dilations = ctx.attr("dilations", [1] * rank)
+    pads = explicit_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    return {"kernel_shape": list(kernel), "strides": strides, "dilations": dilations, "pads": pads}
+
+
+@translates("Conv")
+def conv(ctx: NodeContext) -> None:
+    x, w = ctx.input(0), ctx.input(1)
+    kernel = ctx.attr("kernel_shape", list(w.shape[2:]))
+    attrs = _window_attrs(ctx, x, kernel)
+    attrs["group"] = ctx.attr("group", 1)
+    ctx.emit("Conv", [x, w, ctx.optional_input(2)], attrs)
+
+
+@translates("MaxPool", "AveragePool")
+def pool(ctx: NodeContext) -> None:
+    """MaxPool and AveragePool; MaxPool's Indices output is refused when used."""
+    if ctx.output_used(1):
+        raise ctx.unsupported(
+            f"its Indices output {ctx.node.output[1]!r} is used; hetero's MaxPool computes "
+            "the pooled values only"
+        )
+    x = ctx.input(0)
+    attrs = _window_attrs(ctx, x, ctx.attr("kernel_shape"))
+    attrs["ceil_mode"] = ctx.attr("ceil_mode", 0)
+    if ctx.op_type == "AveragePool":
+        attrs["count_include_pad"] = ctx.attr("count_include_pad", 0)
+    ctx.emit(ctx.op_type, [x], attrs)
+
+
+@translates("GlobalAveragePool", "GlobalMaxPool", "MatMul")
+def plain(ctx: NodeContext) -> None:
+    ctx.emit(ctx.op_type, ctx.inputs())
+
+
+@translates("LRN")
+def lrn(ctx: NodeContext) -> None:
+    ctx.emit("LRN", [ctx.input(0)], merge_attrs(ctx, ["size", "alpha", "beta", "bias"]))
+
+
+@translates("Gemm")
+def gemm(ctx: NodeContext) -> None:
+    attrs = merge_attrs(ctx, ["alpha", "beta", "transA", "transB"])
+    ctx.emit("Gemm", [ctx.input(0), ctx.input(1), ctx.optional_input(2)], attrs)
+
+
+@translates("Softmax")
+def softmax(ctx: NodeContext) -> None:
+    """Softmax with opset-13 semantics (older models were upgraded to them)."""
+    ctx.emit("Softmax", [ctx.input(0)], {"axis": ctx.attr("axis", -1)})
+
+
+def _refuse_used_outputs(ctx: NodeContext, first: int, what: str) -> None:
+    for i in range(first, ctx.num_outputs):
+        if ctx.output_used(i):
+            raise ctx.unsupported(
+                f"its output {ctx.node.output[i]!r} ({what}) is used; hetero's "
+                f"{ctx.op_type} computes the normalised tensor only"
+            )
+
+
+@translates("BatchNormalization")
+def batch_norm(ctx: NodeContext) -> None:
+    """Inference-mode BatchNormalization; training mode and its extra outputs are refused."""
+    if ctx.attr("training_mode", 0):
+        raise ctx.unsupported("training_mode=1 is not supported; export the model in eval mode")
+    _refuse_used_outputs(ctx, 1, "a running statistic of training mode")
+    x = ctx.input(0)
+    params = [ctx.input(i) for i in range(1, 5)]
+    # Since opset 15 scale/bias and mean/var may have their own float types.
+    params = [p if p.dtype == x.dtype else ctx.add("Cast", [p], {"to": x.dtype}, f"param{i}")
+              for i, p in enumerate(params, start=1)]
+    ctx.emit("BatchNormalization", [x, *params], merge_attrs(ctx, ["epsilon"]))
+
+
+@translates("LayerNormalization")
+def layer_norm(ctx: NodeContext) -> None:
+    _refuse_used_outputs(ctx, 1, "the mean or inverse standard deviation")
+    attrs = merge_attrs(ctx, ["axis", "epsilon"])
+    ctx.emit("LayerNormalization", [ctx.input(0), ctx.input(1), ctx.optional_input(2)], attrs)
+
+
+def _refuse_blocked(ctx: NodeContext) -> None:
+    if ctx.attr("block_size", 0):
+        raise ctx.unsupported("blocked quantisation (block_size != 0) is not supported")
+
+
+@translates("QuantizeLinear")
+def quantize(ctx: NodeContext) -> None:
+    """QuantizeLinear; a missing zero point becomes an explicit zero of the output dtype."""
+    _refuse_blocked(ctx)
+    x, scale = ctx.input(0), ctx.input(1)
+    zero_point = ctx.optional_input(2)
+    if zero_point is None:
+        # Without a zero point the output is uint8, unless opset 21's output_dtype says otherwise.
+        dtype = numpy_dtype(ctx.attr("output_dtype", 0) or onnx.TensorProto.UINT8)
+        if dtype is None or dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+            raise ctx.unsupported("only uint8 and int8 quantisation is supported")
+        zero_point = ctx.constant(np.zeros(scale.shape, dtype), "zero_point")
+    ctx.emit("QuantizeLinear", [x, scale, zero_point], merge_attrs(ctx, ["axis"]))
+
+
+@translates("DequantizeLinear")
+def dequantize(ctx: NodeContext) -> None:
+    _refuse_blocked(ctx)
+    scale = ctx.input(1)
+    wanted = ctx.attr("output_dtype", 0)
+    if wanted and numpy_dtype(wanted) != scale.dtype:
+        raise ctx.unsupported("an output_dtype other than the scale's dtype is not supported")
+    inputs = [ctx.input(0), scale, ctx.optional_input(2)]
+    ctx.emit("DequantizeLinear", inputs, merge_attrs(ctx, ["axis"]))

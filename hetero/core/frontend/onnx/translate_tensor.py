@@ -1,0 +1,152 @@
+"""Translators of ONNX's shape and data-movement ops and of the reductions.
+
+Their static operands (shapes, axes, split sizes, slice bounds) are ONNX inputs
+since opset 13 (reductions since 18) and canonical attributes in hetero; each is
+evaluated with :meth:`NodeContext.static` and must be constant.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hetero.core.frontend.onnx.budget import check_elements
+from hetero.core.frontend.onnx.context import NodeContext, translates
+from hetero.errors import ShapeError
+
+
+@translates("Reshape")
+def reshape(ctx: NodeContext) -> None:
+    """Reshape with the target shape made explicit: 0 copies a dim, -1 is inferred."""
+    data = ctx.input(0)
+    shape = ctx.static_ints(1, "shape")
+    allow_zero = ctx.attr("allowzero", 0)
+    if not allow_zero:
+        for i, d in enumerate(shape):
+            if d == 0:
+                if i >= data.type.rank:
+                    raise ShapeError(f"{ctx.label}: shape {shape} copies dimension {i} (0), "
+                                     f"but the input has rank {data.type.rank}")
+                shape[i] = data.shape[i]
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{ctx.label}: shape {shape} has more than one -1")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        if known == 0 or data.type.size % known:
+            raise ShapeError(f"{ctx.label}: cannot reshape {data.type} to {shape}")
+        shape[shape.index(-1)] = data.type.size // known
+    ctx.emit("Reshape", [data], {"shape": shape})
+
+
+@translates("Flatten")
+def flatten(ctx: NodeContext) -> None:
+    ctx.emit("Flatten", [ctx.input(0)], {"axis": ctx.attr("axis", 1)})
+
+
+@translates("Transpose")
+def transpose(ctx: NodeContext) -> None:
+    ctx.emit("Transpose", [ctx.input(0)], {"perm": ctx.attr("perm")})
+
+
+@translates("Concat")
+def concat(ctx: NodeContext) -> None:
+    ctx.emit("Concat", ctx.inputs(), {"axis": ctx.attr("axis")})
+
+
+@translates("Split")
+def split(ctx: NodeContext) -> None:
+    """Split to explicit sizes: from the split input, num_outputs (opset 18) or equal parts."""
+    data = ctx.input(0)
+    axis = ctx.attr("axis", 0)
+    if not -data.type.rank <= axis < data.type.rank:
+        raise ShapeError(f"{ctx.label}: axis {axis} is out of range for {data.type}")
+    dim = data.shape[axis]
+    sizes = ctx.static_ints(1, "split")
+    if sizes is None:
+        parts = ctx.attr("num_outputs", ctx.num_outputs)
+        if ctx.has_attr("num_outputs"):
+            # Opset 18: chunks of ceil(dim / n), the last one smaller.
+            chunk = math.ceil(dim / parts)
+            sizes = [min(chunk, dim - i * chunk) for i in range(parts)]
+        elif dim % parts:
+            raise ShapeError(f"{ctx.label}: cannot split dimension {dim} into {parts} equal parts")
+        else:
+            sizes = [dim // parts] * parts
+    ctx.emit("Split", [data], {"axis": axis, "split": sizes}, n_outputs=len(sizes))
+
+
+@translates("Slice")
+def slice_(ctx: NodeContext) -> None:
+    """Slice with raw ONNX bounds; the canonical op's ``complete`` clamps them."""
+    starts = ctx.static_ints(1, "starts")
+    ends = ctx.static_ints(2, "ends")
+    axes = ctx.static_ints(3, "axes")
+    steps = ctx.static_ints(4, "steps")
+    attrs = {
+        "starts": starts,
+        "ends": ends,
+        "axes": axes if axes is not None else list(range(len(starts))),
+        "steps": steps if steps is not None else [1] * len(starts),
+    }
+    ctx.emit("Slice", [ctx.input(0)], attrs)
+
+
+@translates("Gather")
+def gather(ctx: NodeContext) -> None:
+    ctx.emit("Gather", [ctx.input(0), ctx.input(1)], {"axis": ctx.attr("axis", 0)})
+
+
+def _axes(ctx: NodeContext) -> list[int] | None:
+    """Axes from the input (Squeeze, Unsqueeze, ReduceSum; other reductions from opset 18)
+    or the attribute (other reductions before opset 18)."""
+    axes = ctx.static_ints(1, "axes")
+    return axes if axes is not None else ctx.attr("axes")
+
+
+@translates("Unsqueeze")
+def unsqueeze(ctx: NodeContext) -> None:
+    ctx.emit("Unsqueeze", [ctx.input(0)], {"axes": _axes(ctx)})
+
+
+@translates("Squeeze")
+def squeeze(ctx: NodeContext) -> None:
+    axes = _axes(ctx)
+    ctx.emit("Squeeze", [ctx.input(0)], {"axes": axes} if axes else {})
+
+
+@translates("Expand")
+def expand(ctx: NodeContext) -> None:
+    shape = ctx.static_ints(1, "shape")
+    check_elements(shape, f"{ctx.label}: the requested shape", ctx.model.max_elements)
+    ctx.emit("Expand", [ctx.input(0)], {"shape": shape})
+
+
+@translates("Shape")
+def shape_of(ctx: NodeContext) -> None:
+    attrs = {"start": ctx.attr("start", 0)}
+    if ctx.has_attr("end"):
+        attrs["end"] = ctx.attr("end")
+    ctx.emit("Shape", [ctx.input(0)], attrs)
+
+
+@translates("ConstantOfShape")
+def constant_of_shape(ctx: NodeContext) -> None:
+    """ConstantOfShape; the size is checked against the budget before anything exists."""
+    shape = ctx.static_ints(0, "shape")
+    check_elements(shape, f"{ctx.label}: the requested shape", ctx.model.max_elements)
+    attrs = {"shape": shape}
+    if ctx.has_attr("value"):
+        attrs["value"] = ctx.attr("value")
+    ctx.emit("ConstantOfShape", [], attrs)
+
+
+@translates("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin")
+def reduce(ctx: NodeContext) -> None:
+    """Reductions; empty axes mean all axes, or the identity with noop_with_empty_axes=1."""
+    axes = _axes(ctx)
+    if not axes and ctx.attr("noop_with_empty_axes", 0):
+        ctx.emit("Identity", [ctx.input(0)])
+        return
+    attrs = {"keepdims": ctx.attr("keepdims", 1)}
+    if axes:
+        attrs["axes"] = axes
+    ctx.emit(ctx.op_type, [ctx.input(0)], attrs)
