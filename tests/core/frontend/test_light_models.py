@@ -59,3 +59,17 @@ def test_light_model_matches_onnxruntime(name: str) -> None:
     else:
         np.testing.assert_allclose(ours[output], theirs[0], rtol=0, atol=_RELATIVE * scale)
     assert np.isfinite(ours[output]).all() and 1e-2 < scale < 1e3
+
+    # The default passes shrink the model (the shipped one folds its ConstantOfShape
+    # weights; the randomised one folds batch norms and drops dropouts) and leave its
+    # numbers where they were: folding re-rounds weights once, well inside the bound.
+    assert len(hetero.optimize(bare).nodes) < len(bare.nodes)
+    optimized = hetero.optimize(graph)
+    assert len(optimized.nodes) <= len(graph.nodes)
+    assert not {"Dropout", "Identity", "Unsqueeze"} & set(optimized.op_histogram())
+    for node in optimized.nodes:
+        if node.op == "BatchNormalization":
+            assert node.inputs[0].producer is None or node.inputs[0].producer.op != "Conv"
+    np.testing.assert_allclose(
+        hetero.run_reference(optimized, feeds)[output], theirs[0], rtol=0,
+        atol=(2 if logits is not None else 1) * _RELATIVE * scale)
