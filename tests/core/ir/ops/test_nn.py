@@ -17,36 +17,11 @@ import numpy as np
 import pytest
 
 from hetero.core.ir import GraphBuilder, Node
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import ShapeError
+from opcheck import assert_within, reference
 from oracle import run_node
 
 FLOATS = (np.float32, np.float16)
-
-
-def reference(op: str, inputs: dict[str, np.ndarray | None], constants: tuple[str, ...] = (),
-              **attrs: Any) -> tuple[np.ndarray, Node]:
-    """The reference result of one ``op`` node, run as a graph, and the node itself."""
-    b = GraphBuilder(op.lower())
-    operands = [
-        None if a is None else b.constant(a, k) if k in constants else b.input(k, a.shape, a.dtype)
-        for k, a in inputs.items()
-    ]
-    y = b.op(op, *operands, **attrs)
-    b.output(y)
-    graph = b.build()
-    feeds = {k: a for k, a in inputs.items() if a is not None and k not in constants}
-    return run_reference(graph, feeds)[y.name], graph.nodes[0]
-
-
-def assert_within(actual: np.ndarray, expected: np.ndarray, magnitude: np.ndarray,
-                  roundings: float) -> None:
-    """|actual - expected| <= roundings * eps * magnitude, elementwise (see module doc)."""
-    assert actual.shape == expected.shape and actual.dtype == expected.dtype
-    gap = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-    bound = roundings * np.finfo(expected.dtype).eps * magnitude + np.finfo(expected.dtype).tiny
-    worst = np.argmax(gap - bound)
-    assert np.all(gap <= bound), f"gap {gap.flat[worst]} exceeds {bound.flat[worst]} at {worst}"
 
 
 def flops_of(node: Node) -> int:
