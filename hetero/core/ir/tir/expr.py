@@ -1,0 +1,293 @@
+"""Tensor-IR expressions: immutable nodes compared by structure.
+
+Expressions are scalar; a loop's kind (vectorized, unrolled, parallel, bound to a GPU
+axis) tells a renderer how to map it onto the hardware, so one IR serves the LLVM,
+PTX and HLS C++ renderers alike. Arithmetic operators build nodes (``i * 4 + j``);
+comparisons use functions (:func:`lt`, :func:`eq`, ...) because ``==`` stays
+structural equality, as in any dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from hetero.core.ir.tir.buffer import Buffer
+
+INDEX = np.dtype("int64")
+BOOL = np.dtype("bool")
+
+#: Binary arithmetic: ``floordiv`` and ``mod`` round toward minus infinity (index
+#: maths); ``div`` is true division for floats and truncating division for integers.
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGICAL_OPS = ("and", "or")
+#: Intrinsic functions every renderer provides.
+INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even")
+
+ExprLike = Union["Expr", int, float, bool]
+
+
+class Expr:
+    """Base of all expressions; every expression has a numpy ``dtype``."""
+
+    dtype: np.dtype
+
+    def __add__(self, other: ExprLike) -> Expr:
+        return binary("add", self, other)
+
+    def __radd__(self, other: ExprLike) -> Expr:
+        return binary("add", other, self)
+
+    def __sub__(self, other: ExprLike) -> Expr:
+        return binary("sub", self, other)
+
+    def __rsub__(self, other: ExprLike) -> Expr:
+        return binary("sub", other, self)
+
+    def __mul__(self, other: ExprLike) -> Expr:
+        return binary("mul", self, other)
+
+    def __rmul__(self, other: ExprLike) -> Expr:
+        return binary("mul", other, self)
+
+    def __truediv__(self, other: ExprLike) -> Expr:
+        return binary("div", self, other)
+
+    def __rtruediv__(self, other: ExprLike) -> Expr:
+        return binary("div", other, self)
+
+    def __floordiv__(self, other: ExprLike) -> Expr:
+        return binary("floordiv", self, other)
+
+    def __mod__(self, other: ExprLike) -> Expr:
+        return binary("mod", self, other)
+
+    def __neg__(self) -> Expr:
+        return binary("sub", const(0, self.dtype), self)
+
+
+@dataclass(frozen=True, eq=True)
+class Var(Expr):
+    """A named scalar: a loop variable (int64) or a function's scalar parameter."""
+
+    name: str
+    dtype: np.dtype = INDEX
+
+
+@dataclass(frozen=True, eq=True)
+class Const(Expr):
+    """A literal of ``dtype``."""
+
+    value: int | float | bool
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Binary(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Compare(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    dtype: np.dtype = BOOL
+
+
+@dataclass(frozen=True, eq=True)
+class Logical(Expr):
+    """``and`` / ``or`` of two booleans."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: np.dtype = BOOL
+
+
+@dataclass(frozen=True, eq=True)
+class Not(Expr):
+    a: Expr
+    dtype: np.dtype = BOOL
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Expr):
+    """``a if cond else b``; both branches may be evaluated."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Cast(Expr):
+    """Convert ``a`` to ``dtype`` (float to int truncates toward zero)."""
+
+    a: Expr
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Load(Expr):
+    """Read ``buffer[indices]``."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True, eq=True)
+class Call(Expr):
+    """An intrinsic function (one of :data:`INTRINSICS`) applied to ``args``."""
+
+    func: str
+    args: tuple[Expr, ...]
+    dtype: np.dtype
+
+
+def const(value: Any, dtype: Any) -> Const:
+    """A literal of ``dtype``, with its value in the matching Python type."""
+    dtype = np.dtype(dtype)
+    py = bool(value) if dtype == BOOL else int(value) if dtype.kind in "iu" else float(value)
+    return Const(py, dtype)
+
+
+def as_expr(x: ExprLike, like: np.dtype | None = None) -> Expr:
+    """``x`` as an expression; Python numbers take the dtype ``like`` (or int64/float32)."""
+    if isinstance(x, Expr):
+        return x
+    if like is not None:
+        return const(x, like)
+    if isinstance(x, bool):
+        return const(x, BOOL)
+    return const(x, INDEX if isinstance(x, int) else np.float32)
+
+
+def _operands(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr):
+        return a, as_expr(b, a.dtype)
+    if isinstance(b, Expr):
+        return as_expr(a, b.dtype), b
+    return as_expr(a), as_expr(b)
+
+
+def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """``a op b``, folding index arithmetic on literals (so loop bounds stay readable)."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"unknown binary op {op!r}")
+    x, y = _operands(a, b)
+    if x.dtype != y.dtype:
+        raise TypeError(f"{op} of {x.dtype} and {y.dtype}: cast one side first")
+    if x.dtype.kind in "iu":
+        simplified = _fold_int(op, x, y)
+        if simplified is not None:
+            return simplified
+    return Binary(op, x, y, x.dtype)
+
+
+def _fold_int(op: str, x: Expr, y: Expr) -> Expr | None:
+    if isinstance(x, Const) and isinstance(y, Const):
+        a, b = int(x.value), int(y.value)
+        table = {
+            "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "floordiv": lambda: a // b if b else None, "mod": lambda: a % b if b else None,
+            "min": lambda: min(a, b), "max": lambda: max(a, b),
+        }
+        value = table.get(op, lambda: None)()
+        return None if value is None else const(value, x.dtype)
+    zero_y = isinstance(y, Const) and y.value == 0
+    one_y = isinstance(y, Const) and y.value == 1
+    if op in ("add", "sub") and zero_y:
+        return x
+    if op == "add" and isinstance(x, Const) and x.value == 0:
+        return y
+    if op == "mul" and (one_y or (isinstance(x, Const) and x.value == 0)):
+        return x
+    if op == "mul" and (zero_y or (isinstance(x, Const) and x.value == 1)):
+        return y
+    if op == "floordiv" and one_y:
+        return x
+    if op == "mod" and one_y:
+        return const(0, x.dtype)
+    return None
+
+
+def compare(op: str, a: ExprLike, b: ExprLike) -> Compare:
+    if op not in COMPARE_OPS:
+        raise ValueError(f"unknown comparison {op!r}")
+    x, y = _operands(a, b)
+    if x.dtype != y.dtype:
+        raise TypeError(f"{op} of {x.dtype} and {y.dtype}: cast one side first")
+    return Compare(op, x, y)
+
+
+def lt(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("lt", a, b)
+
+
+def le(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("le", a, b)
+
+
+def gt(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("gt", a, b)
+
+
+def ge(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("ge", a, b)
+
+
+def eq(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("eq", a, b)
+
+
+def ne(a: ExprLike, b: ExprLike) -> Compare:
+    return compare("ne", a, b)
+
+
+def logical_and(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Const) and a.value is True:
+        return b
+    if isinstance(b, Const) and b.value is True:
+        return a
+    return Logical("and", a, b)
+
+
+def logical_or(a: Expr, b: Expr) -> Expr:
+    return Logical("or", a, b)
+
+
+def select(cond: Expr, a: ExprLike, b: ExprLike) -> Expr:
+    x, y = _operands(a, b)
+    return Select(cond, x, y, x.dtype)
+
+
+def cast(a: ExprLike, dtype: Any) -> Expr:
+    dtype = np.dtype(dtype)
+    x = as_expr(a)
+    return x if x.dtype == dtype else Cast(x, dtype)
+
+
+def call(func: str, *args: ExprLike) -> Call:
+    """An intrinsic; its dtype is its first argument's."""
+    if func not in INTRINSICS:
+        raise ValueError(f"unknown intrinsic {func!r}; renderers provide {INTRINSICS}")
+    exprs = tuple(as_expr(a) for a in args)
+    return Call(func, exprs, exprs[0].dtype)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary("min", a, b)
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary("max", a, b)
