@@ -57,10 +57,13 @@ class Value:
 class Node:
     """One application of a canonical op: ``outputs = op(inputs, attrs)``.
 
-    ``inputs`` may hold ``None`` where an optional operand is absent.
+    ``inputs`` may hold ``None`` where an optional operand is absent. ``group`` is an
+    annotation, not part of the op's meaning: nodes that share it form one fused group
+    (an anchor and its elementwise epilogue, see :mod:`hetero.core.passes.fuse`) that
+    a backend compiles as one kernel.
     """
 
-    __slots__ = ("name", "op", "inputs", "outputs", "attrs")
+    __slots__ = ("name", "op", "inputs", "outputs", "attrs", "group")
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class Node:
         self.inputs = inputs
         self.outputs = outputs
         self.attrs = attrs
+        self.group: str | None = None
 
     @property
     def opdef(self) -> OpDef:
@@ -290,6 +294,7 @@ class Graph:
             ins = [clone(v) if v is not None else None for v in n.inputs]
             outs = [clone(v) for v in n.outputs]
             node = Node(n.name, n.op, ins, outs, dict(n.attrs))
+            node.group = n.group
             for v in outs:
                 v.producer = node
             for v in ins:

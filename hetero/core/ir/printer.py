@@ -54,7 +54,8 @@ def format_node(node: Node) -> str:
     text = f"{outs} = {node.op}({ins})"
     if attrs:
         text += f" {{{attrs}}}"
-    return f"{text} : {types}"
+    text = f"{text} : {types}"
+    return text if node.group is None else f"{text}  # group {node.group}"
 
 
 def _format_constant(value: Value) -> str:

@@ -73,11 +73,33 @@ def problems(graph: Graph) -> list[str]:
         if inferred != recorded:
             found.append(f"{where}: output types {[str(t) for t in recorded]} differ from the "
                          f"inferred {[str(t) for t in inferred]}")
+    found += _group_problems(graph)
     for v in graph.outputs:
         if id(v) not in defined:
             found.append(f"output {v.name}: not defined by any input, constant or node")
     if not graph.outputs:
         found.append(f"graph {graph.name}: has no outputs")
+    return found
+
+
+def _group_problems(graph: Graph) -> list[str]:
+    """A fused group is a chain: each member after the first reads the previous one's
+    output, which nothing else reads and which is not a graph output."""
+    found: list[str] = []
+    members: dict[str, list] = {}
+    for node in graph.nodes:
+        if node.group is not None:
+            members.setdefault(node.group, []).append(node)
+    outputs = {id(v) for v in graph.outputs}
+    for name, chain in members.items():
+        for prev, node in zip(chain, chain[1:]):
+            link = prev.outputs[0] if len(prev.outputs) == 1 else None
+            if link is None or link not in node.inputs:
+                found.append(f"node {node.name} ({node.op}): in group {name} but does not read "
+                             f"the previous member {prev.name}")
+            elif len(link.users) != 1 or id(link) in outputs:
+                found.append(f"node {prev.name} ({prev.op}): its output {link.name} leaves group "
+                             f"{name} before the group's end")
     return found
 
 

@@ -15,6 +15,7 @@ from hetero.core.passes.constant_folding import constant_folding_rules
 from hetero.core.passes.cse import eliminate_common_subexpressions
 from hetero.core.passes.dead_code import eliminate_dead_code
 from hetero.core.passes.fold_batchnorm import RULES as BATCHNORM_RULES
+from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.passes.remove_identity import RULES as IDENTITY_RULES
 from hetero.core.passes.rewrite import Rule, RewriteResult, rewrite
 from hetero.core.passes.simplify_reshape import RULES as RESHAPE_RULES
@@ -79,6 +80,8 @@ register_pass(Pass("cse", transform=eliminate_common_subexpressions,
                    doc="share equal constants and equal computations"))
 register_pass(Pass("dead_code", transform=eliminate_dead_code,
                    doc="drop what no output depends on"))
+register_pass(Pass("fuse_epilogues", transform=fuse_epilogues,
+                   doc="group anchors with their elementwise epilogues (run last)"))
 
 #: The passes :func:`optimize` runs when it is given none, in order.
 DEFAULT_PASSES = (
