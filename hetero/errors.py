@@ -72,6 +72,14 @@ class UnknownBackendError(PluginError):
     """A backend name that no loaded plugin provides."""
 
 
+class ScheduleError(HeteroError):
+    """A schedule primitive's precondition does not hold; the message names the block or loop."""
+
+
+class CodegenError(HeteroError):
+    """A renderer cannot generate code for a function; the message names it and the construct."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest of ``choices``, or ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

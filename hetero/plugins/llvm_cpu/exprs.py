@@ -1,0 +1,343 @@
+"""Tensor-IR expressions as LLVM IR: types, arithmetic with numpy's meaning, intrinsics.
+
+Every expression is rendered with the meaning :func:`hetero.core.ir.tir.run_func` gives
+it, so a compiled kernel and the interpreter agree: integer ``div`` truncates,
+``floordiv``/``mod`` floor (Python's rule, for integers and floats alike), integer
+division by zero gives 0, ``min(a, b)`` is ``b if b < a else a`` (so a NaN in ``a``
+wins, as with Python's ``min``). Booleans are ``i1`` in registers and one byte in
+memory, as numpy stores them. Float additions and multiplications carry the
+``contract`` flag, which lets LLVM fuse them into FMAs: one rounding instead of two,
+so results may differ from the interpreter's by an ulp per fused pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+import numpy as np
+
+from hetero.core.ir.tir import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var, cast
+from hetero.core.ir.tir.buffer import Buffer, flat_index
+from hetero.errors import CodegenError
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I64 = ir.IntType(64)
+_FLOATS = {2: ir.HalfType(), 4: ir.FloatType(), 8: ir.DoubleType()}
+_CONTRACT = ("contract",)
+# LLVM intrinsics that take and return one float; abs/floor/ceil/round_even of an
+# integer is the integer itself (abs aside), handled before these are reached.
+_FLOAT_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs",
+                     "floor": "llvm.floor", "ceil": "llvm.ceil", "round_even": "llvm.roundeven"}
+# No LLVM intrinsic exists for these: call the C library (glibc: below 2 ulp in float).
+_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+_ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def llvm_type(dtype: np.dtype, where: str, in_memory: bool = False) -> ir.Type:
+    """The LLVM type of ``dtype`` (bool is ``i8`` ``in_memory``, ``i1`` otherwise)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and dtype.itemsize in _FLOATS:
+        return _FLOATS[dtype.itemsize]
+    if dtype.kind in "iu":
+        return ir.IntType(8 * dtype.itemsize)
+    if dtype.kind == "b":
+        return I8 if in_memory else I1
+    raise CodegenError(f"{where}: dtype {dtype} has no LLVM rendering; cast to float32 or an integer type")
+
+
+class ExprEmitter:
+    """Renders expressions at the builder's position.
+
+    ``pointers`` maps each buffer in scope to its base pointer, ``env`` each bound loop
+    variable to its ``i64`` value; the statement renderer keeps both up to date.
+    """
+
+    def __init__(self, module: ir.Module, where: str) -> None:
+        self.module = module
+        self.where = where
+        self.builder: ir.IRBuilder = ir.IRBuilder()
+        self.pointers: dict[Buffer, ir.Value] = {}
+        self.env: dict[Var, ir.Value] = {}
+
+    def type_of(self, dtype: np.dtype, in_memory: bool = False) -> ir.Type:
+        return llvm_type(dtype, self.where, in_memory)
+
+    def emit(self, e: Expr) -> ir.Value:
+        """The value of ``e``."""
+        method = getattr(self, f"_emit_{type(e).__name__.lower()}", None)
+        if method is None:
+            raise CodegenError(f"{self.where}: cannot render a {type(e).__name__} expression; "
+                               "lower compute definitions with tir.lower before rendering")
+        return method(e)
+
+    def address(self, buffer: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
+        """The address of ``buffer[indices]`` (row-major, constant strides)."""
+        if buffer not in self.pointers:
+            raise CodegenError(f"{self.where}: buffer {buffer.name} is not in scope; verify the function")
+        offset = self.emit(flat_index(buffer, tuple(cast(i, "int64") for i in indices)))
+        return self.builder.gep(self.pointers[buffer], [offset], inbounds=True,
+                                source_etype=self.type_of(buffer.dtype, in_memory=True))
+
+    def to_memory(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
+        """``value`` as it is stored: booleans widen to a byte."""
+        return self.builder.zext(value, I8) if np.dtype(dtype).kind == "b" else value
+
+    def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        """The function ``name`` of this module, declared on first use."""
+        existing = self.module.globals.get(name)
+        if isinstance(existing, ir.Function):
+            return existing
+        fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        fn.attributes.add("nounwind")
+        return fn
+
+    def _emit_var(self, e: Var) -> ir.Value:
+        if e not in self.env:
+            raise CodegenError(f"{self.where}: variable {e.name} is not bound by an enclosing loop")
+        value = self.env[e]
+        return value if e.dtype == np.int64 else self._convert(value, np.dtype("int64"), e.dtype)
+
+    def _emit_const(self, e: Const) -> ir.Value:
+        ty = self.type_of(e.dtype)
+        if e.dtype.kind == "f":
+            # Round through the dtype: LLVM rejects a half or float literal it cannot hold exactly.
+            return ir.Constant(ty, float(e.dtype.type(e.value)))
+        return ir.Constant(ty, int(e.value) & ((1 << ty.width) - 1))
+
+    def _emit_load(self, e: Load) -> ir.Value:
+        loaded = self.builder.load(self.address(e.buffer, e.indices), align=e.buffer.dtype.itemsize,
+                                   typ=self.type_of(e.buffer.dtype, in_memory=True))
+        if e.dtype.kind == "b":
+            return self.builder.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
+        return loaded
+
+    def _emit_cast(self, e: Cast) -> ir.Value:
+        return self._convert(self.emit(e.a), e.a.dtype, e.dtype)
+
+    def _convert(self, v: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
+        b, to = self.builder, self.type_of(dst)
+        if src == dst:
+            return v
+        if dst.kind == "b":
+            if src.kind == "f":
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if src.kind == "f":
+            if dst.kind == "f":
+                return b.fpext(v, to) if dst.itemsize > src.itemsize else b.fptrunc(v, to)
+            return b.fptosi(v, to) if dst.kind == "i" else b.fptoui(v, to)
+        signed = src.kind == "i"
+        if dst.kind == "f":
+            return b.sitofp(v, to) if signed else b.uitofp(v, to)
+        if to.width == v.type.width:
+            return v
+        if to.width < v.type.width:
+            return b.trunc(v, to)
+        return b.sext(v, to) if signed else b.zext(v, to)
+
+    def _emit_compare(self, e: Compare) -> ir.Value:
+        a, b = self.emit(e.a), self.emit(e.b)
+        op = _ICMP[e.op]
+        if e.a.dtype.kind == "f":
+            # NaN compares unequal to everything, as in numpy: ordered except for !=.
+            return (self.builder.fcmp_unordered(op, a, b) if e.op == "ne"
+                    else self.builder.fcmp_ordered(op, a, b))
+        if e.a.dtype.kind == "i":
+            return self.builder.icmp_signed(op, a, b)
+        return self.builder.icmp_unsigned(op, a, b)
+
+    def _emit_logical(self, e: Logical) -> ir.Value:
+        a, b = self.emit(e.a), self.emit(e.b)
+        return self.builder.and_(a, b) if e.op == "and" else self.builder.or_(a, b)
+
+    def _emit_not(self, e: Not) -> ir.Value:
+        return self.builder.xor(self.emit(e.a), ir.Constant(I1, 1))
+
+    def _emit_select(self, e: Select) -> ir.Value:
+        return self.builder.select(self.emit(e.cond), self.emit(e.a), self.emit(e.b))
+
+    def _emit_binary(self, e: Binary) -> ir.Value:
+        a, b = self.emit(e.a), self.emit(e.b)
+        kind = e.dtype.kind
+        if kind == "b":
+            raise CodegenError(f"{self.where}: arithmetic '{e.op}' on booleans; "
+                               "cast to an integer type first")
+        table = _FLOAT_OPS if kind == "f" else _INT_OPS
+        return table[e.op](self, a, b, kind == "i")
+
+    def _emit_call(self, e: Call) -> ir.Value:
+        args = [self.emit(a) for a in e.args]
+        x, dtype = args[0], e.args[0].dtype
+        if dtype.kind in "iub":
+            if e.func in ("floor", "ceil", "round_even") or (e.func == "abs" and dtype.kind != "i"):
+                return x
+            if e.func == "abs":
+                neg = self.builder.icmp_signed("<", x, ir.Constant(x.type, 0))
+                return self.builder.select(neg, self.builder.neg(x), x)
+            # numpy computes exp/log/... of an integer in float64, then the IR casts back.
+            f64 = np.dtype("float64")
+            return self._convert(self._float_call(e.func, self._convert(x, dtype, f64), f64), f64, e.dtype)
+        return self._float_call(e.func, x, dtype)
+
+    def _float_call(self, func: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
+        if func in _LIBM:
+            single, double = _LIBM[func]
+            if dtype.itemsize == 8:
+                return self.builder.call(self.declare(double, x.type, [x.type]), [x])
+            f32 = ir.FloatType()
+            wide = x if dtype.itemsize == 4 else self.builder.fpext(x, f32)
+            out = self.builder.call(self.declare(single, f32, [f32]), [wide])
+            return out if dtype.itemsize == 4 else self.builder.fptrunc(out, x.type)
+        return self.intrinsic(_FLOAT_INTRINSICS[func], [x])
+
+    def intrinsic(self, base: str, args: list[ir.Value]) -> ir.Value:
+        """Call the float intrinsic ``base`` overloaded on its first argument's type."""
+        ty = args[0].type
+        suffix = {2: "f16", 4: "f32", 8: "f64"}[{ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(ty)]]
+        return self.builder.call(self.declare(f"{base}.{suffix}", ty, [a.type for a in args]), args)
+
+
+BinaryFn = Callable[[ExprEmitter, ir.Value, ir.Value, bool], ir.Value]
+
+
+def _int_div(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool, want: str) -> ir.Value:
+    """Truncating quotient or remainder with zero divisors giving 0 and, for signed
+    types, ``MIN / -1`` wrapping instead of trapping (x86 raises SIGFPE on both)."""
+    bld, zero, one = em.builder, ir.Constant(a.type, 0), ir.Constant(a.type, 1)
+    known_safe = isinstance(b, ir.Constant) and b.constant not in (0, (1 << b.type.width) - 1)
+    if known_safe:
+        safe = b
+    else:
+        bad = bld.icmp_unsigned("==", b, zero)
+        if signed:
+            bad = bld.or_(bad, bld.icmp_signed("==", b, ir.Constant(a.type, -1)))
+        safe = bld.select(bad, one, b)
+    if want == "quot":
+        out = bld.sdiv(a, safe) if signed else bld.udiv(a, safe)
+        minus = bld.neg(a)
+    else:
+        out = bld.srem(a, safe) if signed else bld.urem(a, safe)
+        minus = zero
+    if known_safe:
+        return out
+    if signed:
+        out = bld.select(bld.icmp_signed("==", b, ir.Constant(a.type, -1)), minus, out)
+    return bld.select(bld.icmp_unsigned("==", b, zero), zero, out)
+
+
+def _int_floor(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool, want: str) -> ir.Value:
+    quot, rem = _int_div(em, a, b, signed, "quot"), _int_div(em, a, b, signed, "rem")
+    if not signed:
+        return quot if want == "quot" else rem
+    bld, zero = em.builder, ir.Constant(a.type, 0)
+    # Round toward minus infinity: step down when the remainder's sign differs from b's.
+    fix = bld.and_(bld.icmp_signed("!=", rem, zero),
+                   bld.icmp_signed("!=", bld.icmp_signed("<", rem, zero), bld.icmp_signed("<", b, zero)))
+    if want == "quot":
+        return bld.sub(quot, bld.zext(fix, a.type))
+    return bld.select(fix, bld.add(rem, b), rem)
+
+
+def _int_pow(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
+    return em.builder.call(_ipow_helper(em, a.type, signed), [a, b])
+
+
+def _ipow_helper(em: ExprEmitter, ty: ir.IntType, signed: bool) -> ir.Function:
+    """``base ** exp`` by squaring; a negative exponent gives ``trunc(1 / base**-exp)``."""
+    name = f"hetero.ipow.{'i' if signed else 'u'}{ty.width}"
+    existing = em.module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    fn = ir.Function(em.module, ir.FunctionType(ty, [ty, ty]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    base, exp = fn.args
+    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+    bld = ir.IRBuilder(entry)
+    zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+    negative = bld.icmp_signed("<", exp, zero) if signed else ir.Constant(I1, 0)
+    bld.cbranch(bld.icmp_signed(">", exp, zero) if signed else bld.icmp_unsigned(">", exp, zero), loop, done)
+    bld.position_at_end(loop)
+    acc, sq, e = bld.phi(ty), bld.phi(ty), bld.phi(ty)
+    odd = bld.trunc(e, I1)
+    acc2 = bld.select(odd, bld.mul(acc, sq), acc)
+    sq2, e2 = bld.mul(sq, sq), bld.lshr(e, one)
+    for phi, start, step in ((acc, one, acc2), (sq, base, sq2), (e, exp, e2)):
+        phi.add_incoming(start, entry)
+        phi.add_incoming(step, loop)
+    bld.cbranch(bld.icmp_unsigned("!=", e2, zero), loop, done)
+    bld.position_at_end(done)
+    result = bld.phi(ty)
+    result.add_incoming(one, entry)
+    result.add_incoming(acc2, loop)
+    # 1 / base**n truncates to 0 unless base is 1 or -1 (then the sign follows n's parity).
+    recip = bld.select(bld.icmp_signed("==", base, one), one,
+                       bld.select(bld.icmp_signed("==", base, ir.Constant(ty, -1)),
+                                  bld.select(bld.trunc(exp, I1), ir.Constant(ty, -1), one), zero))
+    bld.ret(bld.select(negative, recip, result))
+    return fn
+
+
+def _float_mod(em: ExprEmitter, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """numpy's divmod for floats: the remainder takes the divisor's sign."""
+    bld, zero = em.builder, ir.Constant(a.type, 0.0)
+    raw = bld.frem(a, b)
+    fix = bld.and_(bld.fcmp_ordered("!=", raw, zero),
+                   bld.icmp_unsigned("!=", bld.fcmp_ordered("<", b, zero), bld.fcmp_ordered("<", raw, zero)))
+    return raw, fix
+
+
+def _float_floordiv(em: ExprEmitter, a: ir.Value, b: ir.Value, _: bool) -> ir.Value:
+    bld = em.builder
+    raw, fix = _float_mod(em, a, b)
+    div = bld.fdiv(bld.fsub(a, raw), b)
+    div = bld.select(fix, bld.fsub(div, ir.Constant(a.type, 1.0)), div)
+    floor = em.intrinsic("llvm.floor", [div])
+    floor = bld.select(bld.fcmp_ordered(">", bld.fsub(div, floor), ir.Constant(a.type, 0.5)),
+                       bld.fadd(floor, ir.Constant(a.type, 1.0)), floor)
+    quotient = bld.fdiv(a, b)
+    signed_zero = em.intrinsic("llvm.copysign", [ir.Constant(a.type, 0.0), quotient])
+    floor = bld.select(bld.fcmp_ordered("==", div, ir.Constant(a.type, 0.0)), signed_zero, floor)
+    # A zero divisor gives a / b (an infinity or NaN), as numpy's divmod does.
+    return bld.select(bld.fcmp_ordered("==", b, ir.Constant(a.type, 0.0)), quotient, floor)
+
+
+def _float_modulo(em: ExprEmitter, a: ir.Value, b: ir.Value, _: bool) -> ir.Value:
+    bld = em.builder
+    raw, fix = _float_mod(em, a, b)
+    mod = bld.select(fix, bld.fadd(raw, b), raw)
+    signed_zero = em.intrinsic("llvm.copysign", [ir.Constant(a.type, 0.0), b])
+    return bld.select(bld.fcmp_ordered("==", mod, ir.Constant(a.type, 0.0)), signed_zero, mod)
+
+
+def _pick(em: ExprEmitter, a: ir.Value, b: ir.Value, take_b: ir.Value) -> ir.Value:
+    return em.builder.select(take_b, b, a)
+
+
+_FLOAT_OPS: dict[str, BinaryFn] = {
+    "add": lambda em, a, b, _: em.builder.fadd(a, b, flags=_CONTRACT),
+    "sub": lambda em, a, b, _: em.builder.fsub(a, b, flags=_CONTRACT),
+    "mul": lambda em, a, b, _: em.builder.fmul(a, b, flags=_CONTRACT),
+    "div": lambda em, a, b, _: em.builder.fdiv(a, b),
+    "floordiv": _float_floordiv,
+    "mod": _float_modulo,
+    "min": lambda em, a, b, _: _pick(em, a, b, em.builder.fcmp_ordered("<", b, a)),
+    "max": lambda em, a, b, _: _pick(em, a, b, em.builder.fcmp_ordered(">", b, a)),
+    "pow": lambda em, a, b, _: em.intrinsic("llvm.pow", [a, b]),
+}
+
+_INT_OPS: dict[str, BinaryFn] = {
+    "add": lambda em, a, b, _: em.builder.add(a, b),
+    "sub": lambda em, a, b, _: em.builder.sub(a, b),
+    "mul": lambda em, a, b, _: em.builder.mul(a, b),
+    "div": lambda em, a, b, signed: _int_div(em, a, b, signed, "quot"),
+    "floordiv": lambda em, a, b, signed: _int_floor(em, a, b, signed, "quot"),
+    "mod": lambda em, a, b, signed: _int_floor(em, a, b, signed, "rem"),
+    "min": lambda em, a, b, signed: _pick(em, a, b, (em.builder.icmp_signed if signed
+                                                     else em.builder.icmp_unsigned)("<", b, a)),
+    "max": lambda em, a, b, signed: _pick(em, a, b, (em.builder.icmp_signed if signed
+                                                     else em.builder.icmp_unsigned)(">", b, a)),
+    "pow": _int_pow,
+}

@@ -1,0 +1,145 @@
+"""A compiled kernel you call with numpy arrays.
+
+::
+
+    kernel = compile_kernel(func)
+    out = kernel.run(X=x, W=w)["Y"]       # outputs allocated and returned
+    kernel(x, w, y)                       # every parameter, outputs written in place
+
+Stages run in order. A stage whose outermost loop is PARALLEL is split into
+contiguous chunks of that loop, run concurrently on a thread pool; the chunks of
+one stage all finish before the next stage starts.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+import functools
+import os
+import threading
+
+import numpy as np
+
+from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
+from hetero.errors import InputError
+from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile
+
+Chunk = tuple[int, int]
+
+_KERNELS: dict[tuple[str, int], CompiledKernel] = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hetero-llvm")
+
+
+def compile_kernel(func: PrimFunc, num_threads: int | None = None) -> CompiledKernel:
+    """The kernel of ``func``: the same object for equal functions and thread counts."""
+    threads = num_threads or os.cpu_count() or 1
+    key = (repr(func), threads)
+    with _KERNELS_LOCK:
+        if key not in _KERNELS:
+            _KERNELS[key] = CompiledKernel(func, threads)
+        return _KERNELS[key]
+
+
+def chunks(extent: int, parts: int) -> list[Chunk]:
+    """``range(extent)`` cut into at most ``parts`` contiguous chunks of near-equal size."""
+    parts = max(1, min(parts, extent))
+    bounds = [extent * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+class CompiledKernel:
+    """``func`` compiled for the host CPU.
+
+    ``num_threads`` (default: the CPU count) is how many chunks a PARALLEL stage is
+    cut into. After each call, :attr:`last_launches` lists, per stage, the chunks
+    that were actually run.
+    """
+
+    def __init__(self, func: PrimFunc, num_threads: int | None = None) -> None:
+        self.func = func
+        self.num_threads = num_threads or os.cpu_count() or 1
+        self.module: JitModule = jit_compile(func)
+        written = {s.buffer for s in walk(func.body) if isinstance(s, Store)}
+        self.outputs: tuple[Buffer, ...] = tuple(b for b in func.params if b in written)
+        self.inputs: tuple[Buffer, ...] = tuple(b for b in func.params if b not in written)
+        self.last_launches: tuple[tuple[str, tuple[Chunk, ...]], ...] = ()
+
+    @property
+    def llvm_ir(self) -> str:
+        """The optimised LLVM IR."""
+        return self.module.llvm_ir
+
+    @property
+    def assembly(self) -> str:
+        """The host assembly."""
+        return self.module.assembly
+
+    def run(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
+        """Run with inputs by name; outputs may be given (written in place) or are
+        allocated. Returns every output by name."""
+        names = {b.name for b in self.func.params}
+        unknown = sorted(set(arrays) - names)
+        if unknown:
+            raise InputError(f"kernel {self.func.name}: no parameter named {unknown[0]!r}; "
+                             f"parameters are {sorted(names)}")
+        missing = [b.name for b in self.inputs if b.name not in arrays]
+        if missing:
+            raise InputError(f"kernel {self.func.name}: input {missing[0]} is missing")
+        full = {b.name: arrays[b.name] if b.name in arrays else np.zeros(b.shape, b.dtype)
+                for b in self.func.params}
+        self(*(full[b.name] for b in self.func.params))
+        return {b.name: full[b.name] for b in self.outputs}
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Run with every parameter in order (inputs, then outputs); outputs are
+        written in place, so they must be C-contiguous and writeable."""
+        params = self.func.params
+        if len(arrays) != len(params):
+            raise InputError(f"kernel {self.func.name} takes {len(params)} arrays "
+                             f"({', '.join(b.name for b in params)}), got {len(arrays)}")
+        checked = [self._check(b, a) for b, a in zip(params, arrays)]
+        self._check_overlap(checked)
+        spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.rendered.workspaces]
+        pointers = [a.ctypes.data for a in checked + spaces]
+        launches = []
+        for entry, fn in self.module.entries:
+            parts = chunks(entry.extent, self.num_threads if entry.parallel else 1)
+            if len(parts) == 1:
+                fn(*parts[0], *pointers)
+            else:
+                for future in [_pool(self.num_threads).submit(fn, lo, hi, *pointers) for lo, hi in parts]:
+                    future.result()
+            launches.append((entry.symbol, tuple(parts)))
+        self.last_launches = tuple(launches)
+
+    def _check(self, buffer: Buffer, array: np.ndarray) -> np.ndarray:
+        where = f"kernel {self.func.name}: {buffer.name}"
+        if not isinstance(array, np.ndarray):
+            raise InputError(f"{where} must be a numpy array, got {type(array).__name__}")
+        if array.shape != buffer.shape or array.dtype != buffer.dtype:
+            raise InputError(f"{where} must be {buffer.dtype}{list(buffer.shape)}, "
+                             f"got {array.dtype}{list(array.shape)}")
+        if buffer in self.outputs:
+            if not (array.flags.c_contiguous and array.flags.writeable):
+                raise InputError(f"{where} is written in place, so it must be a C-contiguous, "
+                                 "writeable array; pass np.ascontiguousarray(...) or a fresh array")
+            return array
+        return np.ascontiguousarray(array)
+
+    def _check_overlap(self, arrays: list[np.ndarray]) -> None:
+        # Buffers are noalias in the generated code: a written array that shares memory
+        # with another argument would be read and written through two pointers.
+        params = self.func.params
+        for b, a in zip(params, arrays):
+            if b not in self.outputs:
+                continue
+            for other, x in zip(params, arrays):
+                if other is not b and np.may_share_memory(a, x):
+                    raise InputError(f"kernel {self.func.name}: output {b.name} shares memory with "
+                                     f"{other.name}; pass a separate array")
+

@@ -1,0 +1,113 @@
+"""Targets: the host CPU as LLVM sees it, target machines for named triples, and
+ahead-of-time output (object files, assembly) of a rendered function.
+
+Every module goes through LLVM's O3 pipeline with loop and SLP vectorisation on,
+for the target machine it will run on, so the vector width follows the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from hetero.core.ir.tir import PrimFunc
+from hetero.errors import CodegenError
+from hetero.plugins.llvm_cpu.codegen import render
+
+#: Triples hetero produces ahead-of-time code for; LLVM may know more.
+AOT_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu")
+_OPT_LEVEL = 3
+
+
+@functools.cache
+def _initialise() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+def host_triple() -> str:
+    """The triple of the running process."""
+    _initialise()
+    return llvm.get_process_triple()
+
+
+def host_cpu() -> str:
+    """The host CPU's name as LLVM reports it ("znver4", "neoverse-v2", ...)."""
+    _initialise()
+    return llvm.get_host_cpu_name()
+
+
+@functools.cache
+def host_features() -> dict[str, bool]:
+    """The host CPU's features as LLVM reports them ({"avx2": True, "fma": True, ...})."""
+    _initialise()
+    return dict(llvm.get_host_cpu_features())
+
+
+def host_target_machine() -> llvm.TargetMachine:
+    """A JIT target machine for this CPU, all of its features enabled."""
+    _initialise()
+    return _host_machine()
+
+
+@functools.cache
+def _host_machine() -> llvm.TargetMachine:
+    target = llvm.Target.from_triple(host_triple())
+    features = llvm.get_host_cpu_features().flatten()
+    return target.create_target_machine(cpu=host_cpu(), features=features, opt=_OPT_LEVEL,
+                                        codemodel="jitdefault", jit=True)
+
+
+def target_machine(triple: str, cpu: str = "generic", features: str = "") -> llvm.TargetMachine:
+    """A target machine producing position-independent code for ``triple`` and ``cpu``."""
+    _initialise()
+    try:
+        target = llvm.Target.from_triple(triple)
+    except RuntimeError as exc:
+        raise CodegenError(f"target {triple!r}: LLVM does not know it ({exc}); "
+                           f"hetero builds for {', '.join(AOT_TRIPLES)}") from exc
+    return target.create_target_machine(cpu=cpu, features=features, opt=_OPT_LEVEL, reloc="pic",
+                                        codemodel="default")
+
+
+def optimise(module: ir.Module, machine: llvm.TargetMachine) -> llvm.ModuleRef:
+    """Parse ``module`` for ``machine`` and run the O3 pipeline on it."""
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+    try:
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+    except RuntimeError as exc:
+        raise CodegenError(f"module {module.name}: LLVM rejected the generated IR: {exc}") from exc
+    tuning = llvm.create_pipeline_tuning_options(speed_level=_OPT_LEVEL)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    tuning.loop_unrolling = True
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(parsed, builder)
+    return parsed
+
+
+def _compiled(func: PrimFunc, triple: str, cpu: str) -> tuple[llvm.TargetMachine, llvm.ModuleRef]:
+    machine = target_machine(triple, cpu)
+    return machine, optimise(render(func).module, machine)
+
+
+def emit_object(func: PrimFunc, triple: str, cpu: str = "generic") -> bytes:
+    """An ELF object file of ``func`` for ``triple``/``cpu``.
+
+    It defines ``void <func.name>(ptr ... params)`` (plus one symbol per stage); the
+    caller links the C library, which provides ``malloc``, ``free`` and libm.
+    """
+    machine, module = _compiled(func, triple, cpu)
+    return machine.emit_object(module)
+
+
+def emit_assembly(func: PrimFunc, triple: str, cpu: str = "generic") -> str:
+    """The assembly text of :func:`emit_object`'s object."""
+    machine, module = _compiled(func, triple, cpu)
+    return machine.emit_assembly(module)
