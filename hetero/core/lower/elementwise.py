@@ -1,0 +1,203 @@
+"""Lowering elementwise ops: unary maths and activations, binary arithmetic, Where, Cast.
+
+Each op becomes one compute stage whose element is an expression of the operands'
+elements at the same (broadcast) position. The index helpers here, :func:`compute_nd`
+and :func:`broadcast_load`, serve every family: a stage of any rank, and numpy's
+broadcasting written as an index map (a size-1 dim is read at 0, missing leading
+dims are dropped).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hetero.core.ir.tir.compute import Tensor, compute
+from hetero.core.ir.tir.expr import (
+    BOOL,
+    Expr,
+    Load,
+    Not,
+    binary,
+    call,
+    cast,
+    const,
+    eq,
+    ge,
+    gt,
+    le,
+    logical_and,
+    logical_or,
+    lt,
+    maximum,
+    minimum,
+    ne,
+    select,
+)
+from hetero.core.ir.types import TensorType
+from hetero.core.lower.registry import Lowering, lowers
+
+Indices = tuple[Expr, ...]
+
+
+def compute_nd(shape: Sequence[int], fn: Callable[[Indices], Any], name: str,
+               dtype: Any = None, inline: bool = False) -> Tensor:
+    """:func:`compute` for any rank: ``fn`` takes the tuple of loop variables ``i0, i1, ...``."""
+
+    def body(*idx: Expr) -> Any:
+        return fn(idx)
+
+    # compute() names its loop variables after fcompute's parameters; a varargs function
+    # has none, so give it one positional parameter per dim.
+    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"i{k}", inspect.Parameter.POSITIONAL_ONLY) for k in range(len(shape))]
+    )
+    return compute(tuple(shape), body, name, dtype, inline)
+
+
+def broadcast_load(t: Tensor, idx: Indices) -> Load:
+    """``t``'s element at output position ``idx`` under numpy broadcasting (ranks right-aligned)."""
+    lead = len(idx) - len(t.shape)
+    return t[tuple(0 if d == 1 else idx[lead + k] for k, d in enumerate(t.shape))]
+
+
+def _float_const(value: float, like: Expr) -> Expr:
+    return const(value, like.dtype)
+
+
+def _hard_sigmoid(x: Expr, alpha: float, beta: float) -> Expr:
+    linear = _float_const(alpha, x) * x + _float_const(beta, x)
+    return minimum(maximum(linear, _float_const(0.0, x)), _float_const(1.0, x))
+
+
+def _gelu(x: Expr, approximate: str) -> Expr:
+    half, one = _float_const(0.5, x), _float_const(1.0, x)
+    if approximate == "tanh":
+        inner = _float_const(math.sqrt(2 / math.pi), x) * (x + _float_const(0.044715, x) * (x * x * x))
+        return half * x * (one + call("tanh", inner))
+    return half * x * (one + call("erf", x / _float_const(math.sqrt(2), x)))
+
+
+def _abs(x: Expr) -> Expr:
+    if x.dtype.kind == "f":
+        return call("abs", x)
+    if x.dtype.kind == "u":
+        return x
+    # Integers: no intrinsic needed, and the most negative value wraps as numpy's does.
+    return select(lt(x, const(0, x.dtype)), -x, x)
+
+
+def _int_bounds(lo: float, hi: float, dtype: np.dtype) -> tuple[int | None, int | None]:
+    """Clip's float bounds as ``dtype`` integers, None where the bound cuts nothing."""
+    info = np.iinfo(dtype)
+    low = None if lo <= info.min else min(math.ceil(lo), int(info.max))
+    high = None if hi >= info.max else max(math.floor(hi), int(info.min))
+    return low, high
+
+
+def _clip(x: Expr, lo: float, hi: float) -> Expr:
+    if x.dtype.kind in "iu":
+        low, high = _int_bounds(lo, hi, x.dtype)
+    else:
+        low = None if lo == -math.inf else lo
+        high = None if hi == math.inf else hi
+    if low is not None:
+        x = maximum(x, const(low, x.dtype))
+    if high is not None:
+        x = minimum(x, const(high, x.dtype))
+    return x
+
+
+def _cast(x: Expr, to: np.dtype) -> Expr:
+    if to == BOOL and x.dtype != BOOL:
+        return ne(x, const(0, x.dtype))
+    return cast(x, to)
+
+
+#: Each one-input op's element as a function of the input's element and the node's attributes.
+UNARY: dict[str, Callable[[Expr, dict[str, Any]], Expr]] = {
+    "Relu": lambda x, a: maximum(x, const(0, x.dtype)),
+    "LeakyRelu": lambda x, a: select(ge(x, const(0, x.dtype)), x, _float_const(a["alpha"], x) * x),
+    "Sigmoid": lambda x, a: _float_const(1.0, x) / (_float_const(1.0, x) + call("exp", -x)),
+    "HardSigmoid": lambda x, a: _hard_sigmoid(x, a["alpha"], a["beta"]),
+    "HardSwish": lambda x, a: x * _hard_sigmoid(x, 1 / 6, 0.5),
+    "Tanh": lambda x, a: call("tanh", x),
+    "Erf": lambda x, a: call("erf", x),
+    "Gelu": lambda x, a: _gelu(x, a["approximate"]),
+    "Sqrt": lambda x, a: call("sqrt", x),
+    "Exp": lambda x, a: call("exp", x),
+    "Log": lambda x, a: call("log", x),
+    "Reciprocal": lambda x, a: _float_const(1.0, x) / x,
+    "Floor": lambda x, a: call("floor", x),
+    "Ceil": lambda x, a: call("ceil", x),
+    "Neg": lambda x, a: -x,
+    "Abs": lambda x, a: _abs(x),
+    "Not": lambda x, a: Not(x),
+    "Identity": lambda x, a: x,
+    "Dropout": lambda x, a: x,
+    "Clip": lambda x, a: _clip(x, a["min"], a["max"]),
+    "Cast": lambda x, a: _cast(x, np.dtype(a["to"])),
+}
+
+#: Each two-input op's element from its (broadcast) operands' elements.
+BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
+    "Add": lambda a, b: binary("add", a, b),
+    "Sub": lambda a, b: binary("sub", a, b),
+    "Mul": lambda a, b: binary("mul", a, b),
+    # The IR's div truncates integers toward zero, which is ONNX's integer Div.
+    "Div": lambda a, b: binary("div", a, b),
+    "Pow": lambda a, b: binary("pow", a, b),
+    "Max": maximum,
+    "Min": minimum,
+    "Equal": eq,
+    "Less": lt,
+    "LessOrEqual": le,
+    "Greater": gt,
+    "GreaterOrEqual": ge,
+    "And": logical_and,
+    "Or": logical_or,
+}
+
+
+def _unary_lowering(fn: Callable[[Expr, dict[str, Any]], Expr]) -> Lowering:
+    def lower_unary(inputs: list[Tensor | None], attrs: dict[str, Any],
+                    out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+        x = inputs[0]
+        assert x is not None
+        out = out_types[0]
+        return [compute_nd(out.shape, lambda i: fn(x[i], attrs), names[0], out.dtype)]
+
+    return lower_unary
+
+
+def _binary_lowering(fn: Callable[[Expr, Expr], Expr]) -> Lowering:
+    def lower_binary(inputs: list[Tensor | None], attrs: dict[str, Any],
+                     out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+        a, b = inputs
+        assert a is not None and b is not None
+        out = out_types[0]
+        return [compute_nd(out.shape, lambda i: fn(broadcast_load(a, i), broadcast_load(b, i)),
+                           names[0], out.dtype)]
+
+    return lower_binary
+
+
+for _op, _fn in UNARY.items():
+    lowers(_op)(_unary_lowering(_fn))
+for _op, _bfn in BINARY.items():
+    lowers(_op)(_binary_lowering(_bfn))
+
+
+@lowers("Where")
+def lower_where(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+                names: list[str]) -> list[Tensor]:
+    """``output[i] = X[i] if condition[i] else Y[i]``, all three broadcast."""
+    cond, x, y = inputs
+    assert cond is not None and x is not None and y is not None
+    out = out_types[0]
+    return [compute_nd(out.shape, lambda i: select(broadcast_load(cond, i), broadcast_load(x, i),
+                                                   broadcast_load(y, i)), names[0], out.dtype)]
