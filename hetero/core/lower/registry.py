@@ -19,8 +19,9 @@ import re
 from typing import Any
 
 from hetero.core.ir.graph import Node, Value
-from hetero.core.ir.tir.compute import Tensor, lower, placeholder
+from hetero.core.ir.tir.compute import Reduce, Tensor, lower, placeholder
 from hetero.core.ir.tir.stmt import PrimFunc
+from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.types import TensorType
 from hetero.errors import HeteroError, did_you_mean
 
@@ -118,13 +119,47 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
                 )
             tensors[id(v)] = t
     outs = [tensors[id(v)] for v in outputs]
-    for node in nodes:
-        for v in node.outputs:
-            t = tensors[id(v)]
-            if t in outs or t.is_placeholder:
-                continue
-            t.inline = True
+    internal = {id(tensors[id(v)]) for node in nodes for v in node.outputs}
+    order = _stages(outs)
+    consumers: dict[int, list[Tensor]] = {}
+    for t in order:
+        for p in t.inputs:
+            consumers.setdefault(id(p), []).append(t)
+    # Consumers first, so each stage knows where its consumers' bodies end up. A
+    # reduction inlined into a stage that reduces would land inside that stage's
+    # reduction, which the accumulator hoisting cannot express: such a stage stays a
+    # buffer.
+    for t in reversed(order):
+        if id(t) in internal and t not in outs and not t.is_placeholder:
+            t.inline = not (_reduces(t) and any(_reduces(s) for s in _landing(t, consumers)))
     for v, t in zip(outputs, outs):
         if t.is_placeholder:
             raise HeteroError(f"group {name}: output {v.name} is one of its inputs unchanged")
     return lower(identifier(name, set()), params, outs)
+
+
+def _stages(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """Every tensor ``outputs`` depend on, producers before consumers."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+
+    def visit(t: Tensor) -> None:
+        if id(t) not in seen:
+            seen.add(id(t))
+            for p in t.inputs:
+                visit(p)
+            order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+def _landing(t: Tensor, consumers: dict[int, list[Tensor]]) -> list[Tensor]:
+    """The materialised stages that ``t``'s body ends up in (through inlined consumers)."""
+    return [s for c in consumers.get(id(t), [])
+            for s in (_landing(c, consumers) if c.inline else [c])]
+
+
+def _reduces(t: Tensor) -> bool:
+    return t.body is not None and any(isinstance(e, Reduce) for e in exprs_of(t.body))
