@@ -1,0 +1,299 @@
+"""Schedule primitives on tensor-IR loop nests, each recorded into a replayable trace.
+
+In the manner of TVM's TensorIR schedules: a :class:`Schedule` holds the current
+function; every primitive checks its preconditions (raising ScheduleError naming the
+block or loop and the broken rule), rewrites the function, and appends an
+:class:`~hetero.core.schedule.trace.Instruction` to :attr:`Schedule.trace`::
+
+    sch = Schedule(func)
+    y = sch.get_block("Y")
+    i, j, r = sch.get_loops(y)
+    i0, j0, i1, j1 = sch.tile([i, j], [8, 8])
+    sch.vectorize(j1)
+    sch.parallel(i0)
+    sch.trace.apply(func)  # the same function again, from the trace
+
+Loops are named by their block and loop variable; new loops get fresh names
+(``i`` splits into ``i_0`` and ``i_1``, fusing them makes ``i_0_i_1_fused``), so a
+reference stays valid until a primitive replaces that loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
+from hetero.core.schedule import loops as loop_ops
+from hetero.core.schedule import stages
+from hetero.core.schedule.trace import BlockRef, Instruction, LoopRef, Ref, Trace
+from hetero.core.schedule.tree import (
+    Path,
+    block_names,
+    enclosing_loops,
+    find_block,
+    loop_var_names,
+    node_at,
+    owned_loops,
+    owner_block,
+)
+from hetero.errors import ScheduleError, did_you_mean
+
+
+class Schedule:
+    """The schedule of one function: ``func`` is its current state, ``trace`` how it got there."""
+
+    def __init__(self, func: PrimFunc) -> None:
+        self.func = func
+        self.trace = Trace()
+
+    # -- queries ------------------------------------------------------------------------
+
+    def get_block(self, name: str) -> BlockRef:
+        """The block called ``name``."""
+        self._block_path(BlockRef(name))
+        return BlockRef(name)
+
+    def get_loops(self, block: BlockRef) -> list[LoopRef]:
+        """The loops around ``block`` (from blocks it was computed at), then its own, outermost
+        first; its own loops in program order (``i, j, r`` for a matmul)."""
+        root = self.func.body
+        path = self._block_path(block)
+        refs = []
+        for p, f in enclosing_loops(root, path):
+            owner = owner_block(root, p)
+            if owner is None:
+                raise ScheduleError(f"loop {f.var.name} around {block} belongs to no block; schedules "
+                                    "address loops through the blocks that own them")
+            refs.append(LoopRef(node_at(root, owner).name, f.var.name))  # type: ignore[attr-defined]
+        own = [LoopRef(block.name, node_at(root, p).var.name) for p in owned_loops(root, path)]  # type: ignore[attr-defined]
+        return refs + own
+
+    def extent(self, loop: LoopRef) -> int:
+        """How many iterations ``loop`` has."""
+        return node_at(self.func.body, self._loop_path(loop)).extent  # type: ignore[attr-defined]
+
+    # -- loop primitives ----------------------------------------------------------------
+
+    def split(self, loop: LoopRef, factors: Sequence[int | None]) -> list[LoopRef]:
+        """Split ``loop`` into one loop per factor, outermost first; one factor may be
+        None (inferred). The old index becomes ``outer * f + inner``; where the factors
+        overshoot the extent, a guard keeps the original bound. ``loop`` must be serial.
+
+        Before / after ``split(i, [None, 4])`` on ``for i in range(10)``::
+
+            for i in range(10) {          for i_0 in range(3) {
+              B[i] = A[i] + 1.0             for i_1 in range(4) {
+            }                                 if i_0 * 4 + i_1 < 10 {
+                                                B[i_0 * 4 + i_1] = A[i_0 * 4 + i_1] + 1.0
+
+        The factors are the instruction's decision: a tuner may change them.
+        """
+        path = self._loop_path(loop)
+        extent = node_at(self.func.body, path).extent  # type: ignore[attr-defined]
+        resolved = loop_ops.resolve_factors(extent, factors, str(loop))
+        body, names = loop_ops.split_loop(self.func.body, path, resolved, self._names_near(path), str(loop))
+        self._commit(body, Instruction("split", (loop,), {}, {"factors": resolved}))
+        return [LoopRef(loop.block, n) for n in names]
+
+    def reorder(self, *loops: LoopRef) -> None:
+        """Put ``loops`` in the order given; they must lie in one perfect nest (each loop
+        the only statement in the one above it). Loops of the nest not named stay put.
+
+        Before / after ``reorder(j, i)``::
+
+            for i in range(4) {        for j in range(3) {
+              for j in range(3) {        for i in range(4) {
+                C[i, j] = ...              C[i, j] = ...
+        """
+        paths = [self._loop_path(l) for l in loops]
+        body = loop_ops.reorder_loops(self.func.body, paths, [str(l) for l in loops])
+        self._commit(body, Instruction("reorder", tuple(loops)))
+
+    def fuse(self, *loops: LoopRef) -> LoopRef:
+        """Fuse perfectly nested serial loops, listed outermost first, into one.
+
+        Before / after ``fuse(i, j)``::
+
+            for i in range(4) {        for i_j_fused in range(12) {
+              for j in range(3) {        C[i_j_fused // 3, i_j_fused % 3] = ...
+                C[i, j] = ...
+        """
+        paths = [self._loop_path(l) for l in loops]
+        owner = loops[0].block
+        body, name = loop_ops.fuse_loops(self.func.body, paths, self._names_near(paths[0]),
+                                         [str(l) for l in loops])
+        self._commit(body, Instruction("fuse", tuple(loops)))
+        return LoopRef(owner, name)
+
+    def tile(self, loops: Sequence[LoopRef], factors: Sequence[Sequence[int | None]]) -> list[LoopRef]:
+        """Split each of ``loops`` (a perfect nest) by its factors and reorder so that all
+        outer parts come first: ``tile([i, j], [[None, 8], [None, 8]])`` gives
+        ``i_0, j_0, i_1, j_1``. A plain int ``f`` stands for ``[None, f]``. Recorded as
+        the splits and the reorder it is made of.
+        """
+        if len(loops) != len(factors):
+            raise ScheduleError(f"cannot tile {', '.join(map(str, loops))}: {len(factors)} factor lists "
+                                f"for {len(loops)} loops")
+        parts = [self.split(l, [None, f] if isinstance(f, int) else f) for l, f in zip(loops, factors)]
+        depth = max(len(p) for p in parts)
+        order = [p[k] for k in range(depth) for p in parts if k < len(p)]
+        self.reorder(*order)
+        return order
+
+    def vectorize(self, loop: LoopRef) -> None:
+        """Make ``loop`` a vectorized loop: it must be serial, contain no other loop, and
+        write a different element of every buffer it does not allocate on each iteration.
+
+        Before / after ``vectorize(j)``::
+
+            for j in range(8) {        for j in range(8) vectorized {
+              B[i, j] = A[i, j] * 2.0    B[i, j] = A[i, j] * 2.0
+        """
+        self._set_kind(loop, ForKind.VECTORIZED, "vectorize")
+
+    def parallel(self, loop: LoopRef) -> None:
+        """Run ``loop``'s iterations on several cores: every store under it to a buffer
+        allocated outside it must index by the loop variable (so no two iterations write
+        one element: a reduction loop is refused).
+
+        Before / after ``parallel(i)``: ``for i in range(4) {`` becomes
+        ``for i in range(4) parallel {``.
+        """
+        self._set_kind(loop, ForKind.PARALLEL, "parallel")
+
+    def unroll(self, loop: LoopRef) -> None:
+        """Mark the serial ``loop`` to be unrolled: ``for r in range(4) unrolled {``."""
+        self._set_kind(loop, ForKind.UNROLLED, "unroll")
+
+    def bind(self, loop: LoopRef, thread_axis: str) -> None:
+        """Bind ``loop`` to a GPU axis (``blockIdx.x``...``threadIdx.z``), not already bound in
+        the same nest; its iterations must be independent as for :meth:`parallel`.
+
+        Before / after ``bind(i_0, "blockIdx.x")``: ``for i_0 in range(4) {`` becomes
+        ``for i_0 in range(4) thread_binding(blockIdx.x) {``.
+        """
+        self._set_kind(loop, ForKind.THREAD_BINDING, "bind", thread_axis)
+
+    # -- stage primitives ---------------------------------------------------------------
+
+    def cache_read(self, block: BlockRef, buffer: str, scope: str) -> BlockRef:
+        """Copy ``buffer`` into a new buffer ``{buffer}_{scope}`` just before ``block``,
+        which then reads the copy; return the copy block (named like its buffer).
+        ``block`` must read ``buffer`` and not write it.
+
+        Before / after ``cache_read(Y, "X", "shared")``::
+
+            block Y {                 alloc X_shared: f32[4,8] shared {
+              ... X[i, r] ...           block X_shared {
+            }                             for ax0 in range(4) {
+                                            for ax1 in range(8) {
+                                              X_shared[ax0, ax1] = X[ax0, ax1]
+                                        block Y {
+                                          ... X_shared[i, r] ...
+        """
+        path = self._block_path(block)
+        body, name = stages.cache_read(self.func, path, buffer, scope)
+        self._commit(body, Instruction("cache_read", (block,), {"buffer": buffer, "scope": scope}))
+        return BlockRef(name)
+
+    def cache_write(self, block: BlockRef, scope: str) -> BlockRef:
+        """Make ``block`` write a new buffer ``{buffer}_{scope}`` and copy it to the original
+        buffer after it; return the copy block. ``block`` must not sit inside a loop
+        (it must fill its whole buffer).
+
+        Before / after ``cache_write(Y, "local")``::
+
+            block Y {                 alloc Y_local: f32[4,3] local {
+              ... Y[i, j] = v             block Y {
+            }                               ... Y_local[i, j] = v
+                                          block Y_local {
+                                            ... Y[ax0, ax1] = Y_local[ax0, ax1]
+        """
+        path = self._block_path(block)
+        body, name = stages.cache_write(self.func, path, scope)
+        self._commit(body, Instruction("cache_write", (block,), {"scope": scope}))
+        return BlockRef(name)
+
+    def compute_at(self, block: BlockRef, loop: LoopRef) -> None:
+        """Move the producer ``block`` to the start of ``loop``'s body, computing only the
+        part of its buffer that the iterations inside ``loop`` read.
+
+        Supported: the producer still has its own loop nest (one loop per dimension of
+        its buffer, storing at exactly those indices), writes an allocated buffer no
+        other block writes, comes before ``loop`` in one sequence of statements, and is
+        read only under ``loop`` at indices affine in the loop variables, the outer
+        loops entering every read alike (``B[i]``, ``B[i_0 * 4 + i_1 + r]``). A region that
+        may leave the buffer is guarded; region dimensions of extent 1 lose their loop.
+
+        Before / after ``compute_at(B, i_0)`` with ``C`` split by 4::
+
+            block B {                     block C {
+              for i in range(8) {           for i_0 in range(2) {
+                B[i] = A[i] * 2.0             block B {
+            block C {                           for i in range(4) {
+              for i_0 in range(2) {               B[i_0 * 4 + i] = A[i_0 * 4 + i] * 2.0
+                for i_1 in range(4) {         for i_1 in range(4) {
+                  C[...] = B[i_0 * 4 + i_1]     C[...] = B[i_0 * 4 + i_1]
+        """
+        block_path, loop_path = self._block_path(block), self._loop_path(loop)
+        body = stages.compute_at(self.func, block_path, loop_path, str(loop))
+        self._commit(body, Instruction("compute_at", (block, loop)))
+
+    def compute_inline(self, block: BlockRef) -> None:
+        """Substitute ``block``'s value into every read of its buffer and drop the block
+        and the buffer. ``block`` must be a single store under its own loop nest (no
+        reduction), write an allocated buffer, and read nothing written after it.
+
+        Before / after ``compute_inline(B)``::
+
+            alloc B: f32[6] global {        block C {
+              block B {                       for i in range(6) {
+                for i in range(6) {             C[i] = A[i] * 2.0 + 1.0
+                  B[i] = A[i] * 2.0
+              block C {
+                for i in range(6) {
+                  C[i] = B[i] + 1.0
+        """
+        body = stages.compute_inline(self.func, self._block_path(block))
+        self._commit(body, Instruction("compute_inline", (block,)))
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _commit(self, body: Stmt, instruction: Instruction) -> None:
+        self.func = PrimFunc(self.func.name, self.func.params, body, self.func.attrs)
+        self.trace = self.trace.append(instruction)
+
+    def _set_kind(self, loop: LoopRef, kind: ForKind, primitive: str, thread_axis: str | None = None) -> None:
+        path = self._loop_path(loop)
+        body = loop_ops.set_loop_kind(self.func.body, path, kind, str(loop), thread_axis)
+        attrs = {} if thread_axis is None else {"thread_axis": thread_axis}
+        self._commit(body, Instruction(primitive, (loop,), attrs))
+
+    def _block_path(self, block: Ref) -> Path:
+        if not isinstance(block, BlockRef):
+            raise ScheduleError(f"expected a block, got {block}")
+        path = find_block(self.func.body, block.name)
+        if path is None:
+            names = block_names(self.func.body)
+            raise ScheduleError(f"func {self.func.name} has no block {block.name!r}"
+                                f"{did_you_mean(block.name, names)}; its blocks are {', '.join(names)}")
+        return path
+
+    def _loop_path(self, loop: Ref) -> Path:
+        if not isinstance(loop, LoopRef):
+            raise ScheduleError(f"expected a loop, got {loop}")
+        block_path = self._block_path(BlockRef(loop.block))
+        owned = owned_loops(self.func.body, block_path)
+        names = [node_at(self.func.body, p).var.name for p in owned]  # type: ignore[attr-defined]
+        if loop.name not in names:
+            raise ScheduleError(f"{loop} does not exist{did_you_mean(loop.name, names)}; block {loop.block} "
+                                f"has loops {', '.join(names) or '(none)'} (a split or fuse renames the loops it replaces)")
+        return owned[names.index(loop.name)]
+
+    def _names_near(self, loop_path: Path) -> set[str]:
+        """Loop names a new loop replacing the one at ``loop_path`` must avoid: all in the
+        loop's own block (nested blocks included) and around it."""
+        root = self.func.body
+        owner = owner_block(root, loop_path)
+        assert owner is not None  # loops are found through the block that owns them
+        return loop_var_names(node_at(root, owner)) | {f.var.name for _, f in enclosing_loops(root, owner)}
