@@ -12,8 +12,19 @@ from hetero.plugins.llvm_cpu.target import (
     target_machine,
 )
 
+from hetero.core.plugin import hookimpl  # noqa: E402
+
+
+@hookimpl
+def hetero_backends() -> list:
+    """The llvm_cpu backend, registered through the ``hetero.backends`` entry point."""
+    from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
+
+    return [LlvmCpuBackend()]
+
+
 __all__ = [
     "AOT_TRIPLES", "CompiledKernel", "Entry", "RenderedModule", "chunks", "compile_kernel",
-    "emit_assembly", "emit_object", "host_cpu", "host_features", "host_target_machine", "host_triple",
+    "emit_assembly", "emit_object", "hetero_backends", "host_cpu", "host_features", "host_target_machine", "host_triple",
     "render", "target_machine",
 ]

@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 import ctypes
 import ctypes.util
+import dataclasses
 from dataclasses import dataclass, field
 import functools
 import threading
 
 import llvmlite.binding as llvm
 
-from hetero.core.ir.tir import PrimFunc
-from hetero.plugins.llvm_cpu.codegen import Entry, RenderedModule, render
+from hetero.core.ir.tir import Buffer, PrimFunc
+from hetero.errors import CodegenError
+from hetero.plugins.llvm_cpu.codegen import Entry, render
 from hetero.plugins.llvm_cpu.target import host_target_machine, optimise
 
 EntryFn = Callable[..., None]
@@ -28,16 +30,23 @@ _LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class JitModule:
-    """A function compiled into this process: its entry points, callable with addresses."""
+    """A function's machine code loaded into this process, with callable entry points.
 
-    rendered: RenderedModule
-    llvm_ir: str
+    ``object_code`` is the host object file: saved in an artifact, it is loaded back
+    by :func:`load_object` without compiling anything.
+    """
+
     entries: tuple[tuple[Entry, EntryFn], ...]
+    workspaces: tuple[Buffer, ...]
+    object_code: bytes
     engine: llvm.ExecutionEngine = field(repr=False)
+    llvm_ir: str = ""
 
     @functools.cached_property
     def assembly(self) -> str:
         """The host assembly of the optimised module."""
+        if not self.llvm_ir:
+            raise CodegenError("this kernel was loaded from machine code: its LLVM IR is not kept")
         return host_target_machine().emit_assembly(llvm.parse_assembly(self.llvm_ir))
 
 
@@ -68,9 +77,27 @@ def _compile(func: PrimFunc) -> JitModule:
     machine = host_target_machine()
     module = optimise(rendered.module, machine)
     text = str(module)
-    engine = llvm.create_mcjit_compiler(module, machine)
+    object_code = machine.emit_object(module)
+    loaded = load_object(object_code, rendered.entries, rendered.workspaces, len(rendered.buffers))
+    return dataclasses.replace(loaded, llvm_ir=text)
+
+
+def load_object(object_code: bytes, entries: tuple[Entry, ...], workspaces: tuple[Buffer, ...],
+                n_buffers: int) -> JitModule:
+    """Load host machine code into this process and bind its ``entries``.
+
+    Each entry takes ``(lo, hi)`` and ``n_buffers`` pointers (parameters, then
+    workspaces).
+    """
+    _load_libm()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
     engine.finalize_object()
-    signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64,
-                                 *([ctypes.c_void_p] * len(rendered.buffers)))
-    entries = tuple((e, signature(engine.get_function_address(e.symbol))) for e in rendered.entries)
-    return JitModule(rendered, text, entries, engine)
+    signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *([ctypes.c_void_p] * n_buffers))
+    bound = []
+    for e in entries:
+        address = engine.get_function_address(e.symbol)
+        if not address:
+            raise CodegenError(f"machine code has no entry point {e.symbol}: the artifact is damaged")
+        bound.append((e, signature(address)))
+    return JitModule(tuple(bound), workspaces, object_code, engine)

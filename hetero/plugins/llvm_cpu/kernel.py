@@ -17,12 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 import functools
 import os
 import threading
+from typing import Any
 
 import numpy as np
 
 from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
 from hetero.errors import InputError
-from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile
+from hetero.plugins.llvm_cpu.codegen import Entry
+from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile, load_object
 
 Chunk = tuple[int, int]
 
@@ -61,12 +63,46 @@ class CompiledKernel:
     """
 
     def __init__(self, func: PrimFunc, num_threads: int | None = None) -> None:
-        self.func = func
-        self.num_threads = num_threads or os.cpu_count() or 1
-        self.module: JitModule = jit_compile(func)
         written = {s.buffer for s in walk(func.body) if isinstance(s, Store)}
-        self.outputs: tuple[Buffer, ...] = tuple(b for b in func.params if b in written)
-        self.inputs: tuple[Buffer, ...] = tuple(b for b in func.params if b not in written)
+        self._setup(func.name, func.params, tuple(b for b in func.params if b in written),
+                    jit_compile(func), num_threads)
+        self.func: PrimFunc | None = func
+
+    @classmethod
+    def from_image(cls, image: dict[str, Any], object_code: bytes,
+                   num_threads: int | None = None) -> CompiledKernel:
+        """A kernel rebuilt from :meth:`image` and its machine code, without compiling."""
+        params = tuple(Buffer(n, tuple(s), np.dtype(d)) for n, s, d in image["params"])
+        workspaces = tuple(Buffer(n, tuple(s), np.dtype(d)) for n, s, d in image["workspaces"])
+        entries = tuple(Entry(sym, ext, par) for sym, ext, par in image["entries"])
+        module = load_object(object_code, entries, workspaces, len(params) + len(workspaces))
+        kernel = cls.__new__(cls)
+        kernel._setup(image["name"], params, tuple(b for b in params if b.name in image["outputs"]),
+                      module, num_threads)
+        kernel.func = None
+        return kernel
+
+    def image(self) -> dict[str, Any]:
+        """What :meth:`from_image` needs besides the machine code, as JSON-ready data."""
+        def spec(b: Buffer) -> list[Any]:
+            return [b.name, list(b.shape), b.dtype.name]
+
+        return {
+            "name": self.name,
+            "params": [spec(b) for b in self.params],
+            "outputs": [b.name for b in self.outputs],
+            "workspaces": [spec(b) for b in self.module.workspaces],
+            "entries": [[e.symbol, e.extent, e.parallel] for e, _ in self.module.entries],
+        }
+
+    def _setup(self, name: str, params: tuple[Buffer, ...], outputs: tuple[Buffer, ...],
+               module: JitModule, num_threads: int | None) -> None:
+        self.name = name
+        self.params = params
+        self.outputs: tuple[Buffer, ...] = outputs
+        self.inputs: tuple[Buffer, ...] = tuple(b for b in params if b not in outputs)
+        self.module: JitModule = module
+        self.num_threads = num_threads or os.cpu_count() or 1
         self.last_launches: tuple[tuple[str, tuple[Chunk, ...]], ...] = ()
 
     @property
@@ -82,29 +118,29 @@ class CompiledKernel:
     def run(self, **arrays: np.ndarray) -> dict[str, np.ndarray]:
         """Run with inputs by name; outputs may be given (written in place) or are
         allocated. Returns every output by name."""
-        names = {b.name for b in self.func.params}
+        names = {b.name for b in self.params}
         unknown = sorted(set(arrays) - names)
         if unknown:
-            raise InputError(f"kernel {self.func.name}: no parameter named {unknown[0]!r}; "
+            raise InputError(f"kernel {self.name}: no parameter named {unknown[0]!r}; "
                              f"parameters are {sorted(names)}")
         missing = [b.name for b in self.inputs if b.name not in arrays]
         if missing:
-            raise InputError(f"kernel {self.func.name}: input {missing[0]} is missing")
+            raise InputError(f"kernel {self.name}: input {missing[0]} is missing")
         full = {b.name: arrays[b.name] if b.name in arrays else np.zeros(b.shape, b.dtype)
-                for b in self.func.params}
-        self(*(full[b.name] for b in self.func.params))
+                for b in self.params}
+        self(*(full[b.name] for b in self.params))
         return {b.name: full[b.name] for b in self.outputs}
 
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run with every parameter in order (inputs, then outputs); outputs are
         written in place, so they must be C-contiguous and writeable."""
-        params = self.func.params
+        params = self.params
         if len(arrays) != len(params):
-            raise InputError(f"kernel {self.func.name} takes {len(params)} arrays "
+            raise InputError(f"kernel {self.name} takes {len(params)} arrays "
                              f"({', '.join(b.name for b in params)}), got {len(arrays)}")
         checked = [self._check(b, a) for b, a in zip(params, arrays)]
         self._check_overlap(checked)
-        spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.rendered.workspaces]
+        spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.workspaces]
         pointers = [a.ctypes.data for a in checked + spaces]
         launches = []
         for entry, fn in self.module.entries:
@@ -118,7 +154,7 @@ class CompiledKernel:
         self.last_launches = tuple(launches)
 
     def _check(self, buffer: Buffer, array: np.ndarray) -> np.ndarray:
-        where = f"kernel {self.func.name}: {buffer.name}"
+        where = f"kernel {self.name}: {buffer.name}"
         if not isinstance(array, np.ndarray):
             raise InputError(f"{where} must be a numpy array, got {type(array).__name__}")
         if array.shape != buffer.shape or array.dtype != buffer.dtype:
@@ -134,12 +170,12 @@ class CompiledKernel:
     def _check_overlap(self, arrays: list[np.ndarray]) -> None:
         # Buffers are noalias in the generated code: a written array that shares memory
         # with another argument would be read and written through two pointers.
-        params = self.func.params
+        params = self.params
         for b, a in zip(params, arrays):
             if b not in self.outputs:
                 continue
             for other, x in zip(params, arrays):
                 if other is not b and np.may_share_memory(a, x):
-                    raise InputError(f"kernel {self.func.name}: output {b.name} shares memory with "
+                    raise InputError(f"kernel {self.name}: output {b.name} shares memory with "
                                      f"{other.name}; pass a separate array")
 

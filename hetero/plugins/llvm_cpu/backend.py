@@ -1,0 +1,198 @@
+"""The llvm_cpu backend: every canonical op, compiled to machine code for the host CPU.
+
+``compile`` groups anchors with their epilogues (:mod:`hetero.core.passes.fuse`),
+lowers each group or lone node to the tensor IR, applies the default CPU schedule,
+and JIT-compiles it. The compiled part runs its kernels in graph order. Its artifact
+holds each kernel's host machine code, so a saved executable loads without
+compiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+import io
+import json
+import os
+from pathlib import Path
+import time
+from typing import Any
+import zipfile
+
+import numpy as np
+
+from hetero.core.ir.graph import Graph, Node
+from hetero.core.ir.opdef import op_names
+from hetero.core.ir.tir.canon import canonical_names
+from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.memory import MemoryHierarchy, MemoryLevel
+from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.plugin.backend import Backend, Support
+from hetero.errors import CodegenError
+from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
+from hetero.plugins.llvm_cpu.schedules import default_schedule
+from hetero.plugins.llvm_cpu.target import host_cpu, host_features
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class Step:
+    """One kernel launch: the graph values it reads and writes, in parameter order."""
+
+    name: str
+    kernel: CompiledKernel
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+class LlvmCpuPart:
+    """Compiled kernels run in order, with the subgraph's constants bound."""
+
+    def __init__(self, inputs: tuple[str, ...], outputs: tuple[str, ...], steps: list[Step],
+                 constants: dict[str, np.ndarray], aliases: dict[str, str]) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self.steps = steps
+        self.constants = constants
+        self.aliases = aliases  # graph outputs that are inputs or constants, by name
+        self.last_profile: list[tuple[str, float]] = []
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = dict(self.constants)
+        env.update({n: np.ascontiguousarray(inputs[n]) for n in self.inputs})
+        profile = []
+        for step in self.steps:
+            outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
+            start = time.perf_counter()
+            step.kernel(*(env[n] for n in step.inputs), *outs)
+            profile.append((step.name, time.perf_counter() - start))
+            env.update(zip(step.outputs, outs))
+        self.last_profile = profile
+        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+
+    @property
+    def artifact(self) -> bytes:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+            manifest = {
+                "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
+                "host_cpu": host_cpu(), "constants": list(self.constants),
+                "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
+                           "outputs": list(s.outputs)} for s in self.steps],
+            }
+            zf.writestr("manifest.json", json.dumps(manifest))
+            for i, s in enumerate(self.steps):
+                zf.writestr(f"kernels/{i}.o", s.kernel.module.object_code)
+            constants = io.BytesIO()
+            np.savez(constants, *self.constants.values())
+            zf.writestr("constants.npz", constants.getvalue())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_artifact(cls, artifact: bytes) -> LlvmCpuPart:
+        with zipfile.ZipFile(io.BytesIO(artifact)) as zf:
+            manifest = json.loads(zf.read("manifest.json"))
+            if manifest["host_cpu"] != host_cpu():
+                raise CodegenError(
+                    f"this part was compiled for a {manifest['host_cpu']} CPU, the host is a "
+                    f"{host_cpu()}; recompile the model here"
+                )
+            steps = [Step(s["name"], CompiledKernel.from_image(s["image"], zf.read(f"kernels/{i}.o")),
+                          tuple(s["inputs"]), tuple(s["outputs"]))
+                     for i, s in enumerate(manifest["steps"])]
+            with np.load(io.BytesIO(zf.read("constants.npz"))) as npz:
+                constants = {n: npz[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+        return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
+                   manifest["aliases"])
+
+
+def _host_memory() -> MemoryHierarchy:
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        ram = 16 * 2**30
+    # Typical server-core figures; the partitioner only needs their order of magnitude.
+    return MemoryHierarchy([
+        MemoryLevel("DRAM", ram, bandwidth_gbps=20.0, latency_ns=90.0),
+        MemoryLevel("L2", 2 * 2**20, bandwidth_gbps=200.0, latency_ns=4.0, scope="shared"),
+        MemoryLevel("L1", 48 * 2**10, bandwidth_gbps=800.0, latency_ns=1.0, scope="local"),
+    ])
+
+
+def _peak_gflops() -> float:
+    features = host_features()
+    lanes = 16 if features.get("avx512f") else 8 if features.get("avx2") else 4
+    fma = 2 if features.get("fma") or features.get("avx512f") else 1
+    # Two vector FMA pipes at about 3 GHz per core.
+    return (os.cpu_count() or 1) * 2 * lanes * fma * 3.0
+
+
+class LlvmCpuBackend(Backend):
+    """The host CPU through LLVM: the fallback that takes every canonical op."""
+
+    name = "llvm_cpu"
+    version = VERSION
+    device_kind = "cpu"
+
+    def __init__(self) -> None:
+        self.memory = _host_memory()
+        self.peak_gflops = _peak_gflops()
+        self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
+
+    def supports(self, node: Node) -> Support:
+        if node.op not in self.supported_ops:
+            return Support.no(f"llvm_cpu has no lowering for {node.op}")
+        if any(v.type.size == 0 for v in node.outputs):
+            return Support.no(f"{node.name} produces an empty tensor; llvm_cpu needs at least one element")
+        return Support.yes()
+
+    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> LlvmCpuPart:
+        threads = int(options.get("num_threads") or os.cpu_count() or 1)
+        dump = Path(options["dump_dir"]) if options.get("dump_dir") else None
+        graph = fuse_epilogues(subgraph)
+        steps: list[Step] = []
+        done: set[int] = set()
+        for node in graph.nodes:
+            if id(node) in done:
+                continue
+            members = [n for n in graph.nodes if node.group is not None and n.group == node.group]
+            members = members or [node]
+            done.update(id(n) for n in members)
+            func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+            # Canonical names make equal kernels (same op, shapes, attributes) one compile.
+            scheduled = canonical_names(default_schedule(func, threads))
+            kernel = compile_kernel(scheduled, threads)
+            if dump is not None:
+                _dump(dump, func.name, kernel, scheduled)
+            outputs = tuple(v.name for v in func_outputs(members))
+            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
+                                         if v is not None and v.producer not in members))
+            label = f"{node.name} ({'+'.join(n.op for n in members)})"
+            steps.append(Step(label, kernel, inputs, outputs))
+        used = {n for s in steps for n in s.inputs}
+        constants = {name: v.data for name, v in graph.values.items()
+                     if v.data is not None and name in used}
+        aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
+        for v in graph.outputs:
+            if v.data is not None:
+                constants[v.name] = v.data
+        return LlvmCpuPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs),
+                           steps, constants, aliases)
+
+    def load_artifact(self, artifact: bytes) -> LlvmCpuPart:
+        return LlvmCpuPart.from_artifact(artifact)
+
+
+def func_outputs(members: list[Node]) -> list:
+    """The values a group hands on, in the order :func:`lower_group` makes them parameters."""
+    ids = {id(n) for n in members}
+    last = list(members[-1].outputs)
+    return last + [v for n in members[:-1] for v in n.outputs if any(id(u) not in ids for u in v.users)]
+
+
+def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any) -> None:
+    for stage, suffix, text in (("tir", "txt", str(func)), ("llvm", "ll", kernel.llvm_ir),
+                                ("asm", "s", kernel.assembly)):
+        (folder / stage).mkdir(parents=True, exist_ok=True)
+        (folder / stage / f"{name}.{suffix}").write_text(text)
