@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.compute import Tensor
+from hetero.core.ir.tir.compute import Tensor, compute
 from hetero.core.ir.tir.expr import (
     INDEX,
     Expr,
@@ -219,6 +219,15 @@ def lower_shape(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: l
     out = out_types[0]
     dims = list(x.shape[attrs["start"]:attrs["end"]])
     return [compute_nd(out.shape, lambda i: _table(dims, i[0], out.dtype), names[0], out.dtype)]
+
+
+@lowers("Size")
+def lower_size(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+               names: list[str]) -> list[Tensor]:
+    """The input's element count, known when the function is built."""
+    x = inputs[0]
+    assert x is not None
+    return [compute((), lambda: const(x.buffer.size, "int64"), names[0], "int64")]
 
 
 @lowers("ConstantOfShape")

@@ -128,6 +128,11 @@ def shape_of(ctx: NodeContext) -> None:
     ctx.emit("Shape", [ctx.input(0)], attrs)
 
 
+@translates("Size")
+def size_of(ctx: NodeContext) -> None:
+    ctx.emit("Size", [ctx.input(0)], {})
+
+
 @translates("ConstantOfShape")
 def constant_of_shape(ctx: NodeContext) -> None:
     """ConstantOfShape; the size is checked against the budget before anything exists."""

@@ -356,6 +356,15 @@ register(OpDef(
 ))
 
 
+register(OpDef(
+    "Size", ("data",), ("size",),
+    lambda ins, attrs: [TensorType((), np.int64)],
+    lambda ins, attrs: [np.array(ins[0].size, np.int64)],
+    flops=no_flops, fold=lambda ins, attrs: [np.array(ins[0].size, np.int64)],
+    doc="the input's element count as an int64 scalar; computable from the type alone",
+))
+
+
 def _constant_of_shape_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     _require_sizes(attrs["shape"], "ConstantOfShape shape")
     if attrs["value"].size != 1:

@@ -449,3 +449,12 @@ def test_required_attribute_is_named() -> None:
 def test_tensor_ops_count_no_flops(op: str) -> None:
     t = TensorType((2, 3), "float32")
     assert get_op(op).flops([t], [t], {}) == 0
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2, 3, 4)])
+def test_size_matches_onnxruntime_and_folds_from_the_type(shape: tuple[int, ...]) -> None:
+    x = np.zeros(shape, np.float32)
+    (ours,), node = run_hetero("Size", {"x": x})
+    (theirs,) = run_node("Size", {"x": x})
+    assert ours.dtype == np.int64 and ours.shape == () and ours == theirs
+    assert node.opdef.fold([node.inputs[0].type], node.attrs)[0] == theirs
