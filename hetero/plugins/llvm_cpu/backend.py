@@ -60,7 +60,7 @@ class LlvmCpuPart:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.constants)
-        env.update({n: np.ascontiguousarray(inputs[n]) for n in self.inputs})
+        env.update({n: np.asarray(inputs[n], order="C") for n in self.inputs})
         profile = []
         for step in self.steps:
             outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]

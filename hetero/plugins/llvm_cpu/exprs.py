@@ -120,6 +120,12 @@ class ExprEmitter:
         b, to = self.builder, self.type_of(dst)
         if src == dst:
             return v
+        if dst.itemsize == 2 and dst.kind == "f" and src.kind != "b" and (src.kind != "f" or src.itemsize == 8):
+            # LLVM turns these into compiler-rt calls (__truncdfhf2, __floatdihf) that a JIT
+            # process lacks; go through float64, then float32 rounded to odd, which makes
+            # the final rounding to half exactly the direct one.
+            wide = v if src.kind == "f" else self._convert(v, src, np.dtype("float64"))
+            return b.fptrunc(self._to_f32_round_to_odd(wide), to)
         if dst.kind == "b":
             if src.kind == "f":
                 return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
@@ -136,6 +142,15 @@ class ExprEmitter:
         if to.width < v.type.width:
             return b.trunc(v, to)
         return b.sext(v, to) if signed else b.zext(v, to)
+
+    def _to_f32_round_to_odd(self, x: ir.Value) -> ir.Value:
+        b = self.builder
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        t = b.fptrunc(x, f32)
+        inexact = b.fcmp_ordered("!=", b.fpext(t, x.type), x)
+        finite = b.fcmp_ordered("<", self.intrinsic("llvm.fabs", [t]), ir.Constant(f32, float("inf")))
+        odd = b.bitcast(b.or_(b.bitcast(t, i32), ir.Constant(i32, 1)), f32)
+        return b.select(b.and_(inexact, finite), odd, t)
 
     def _emit_compare(self, e: Compare) -> ir.Value:
         a, b = self.emit(e.a), self.emit(e.b)

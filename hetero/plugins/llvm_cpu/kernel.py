@@ -165,7 +165,7 @@ class CompiledKernel:
                 raise InputError(f"{where} is written in place, so it must be a C-contiguous, "
                                  "writeable array; pass np.ascontiguousarray(...) or a fresh array")
             return array
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")  # ascontiguousarray would make a 0-d array 1-d
 
     def _check_overlap(self, arrays: list[np.ndarray]) -> None:
         # Buffers are noalias in the generated code: a written array that shares memory
