@@ -12,6 +12,7 @@ import json
 import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from hetero.errors import HeteroError
 
@@ -36,10 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print JSON for tools")
     inspect.set_defaults(func=_cmd_inspect)
 
+    comp = subs.add_parser("compile", help="compile a model for a target and save the executable")
+    _add_model_arguments(comp)
+    comp.add_argument("--targets", default="llvm_cpu", help="comma-separated backends (default llvm_cpu)")
+    comp.add_argument("-o", "--output", help="where to save the executable (default MODEL.hetero)")
+    comp.add_argument("--dump", metavar="DIR", help="write every stage (graph, tensor IR, LLVM IR, assembly)")
+    comp.set_defaults(func=_cmd_compile)
+
     run = subs.add_parser(
-        "run", help="import, optimise and run a model, optionally comparing with onnxruntime"
+        "run", help="compile (or load) and run a model, optionally comparing with onnxruntime"
     )
     _add_model_arguments(run)
+    run.add_argument("--targets", default="llvm_cpu",
+                     help="comma-separated backends, or 'reference' for the numpy reference executor")
+    run.add_argument("--repeat", type=int, default=1, help="runs to time (the median is reported)")
+    run.add_argument("--report", action="store_true", help="print the per-kernel time report")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="an input array (default: seeded standard-normal data)")
     run.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
@@ -156,11 +168,34 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    """Import, optimise, run on the reference executor; with --compare, check against onnxruntime."""
+def _cmd_compile(args: argparse.Namespace) -> int:
+    """Compile for the targets, save the executable, say what was made."""
     import time
 
     import hetero
+    from hetero.core.frontend.light import resolve_model
+
+    path = resolve_model(args.model)
+    start = time.perf_counter()
+    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump)
+    seconds = time.perf_counter() - start
+    output = args.output or f"{Path(path).stem}.hetero"
+    exe.save(output)
+    kernels = sum(len(getattr(p.part, "steps", ())) for p in exe.placements)
+    print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels")
+    print(f"saved     {output}" + (f"\ndumped    every stage under {args.dump}" if args.dump else ""))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Compile (or load) and run; with --compare, check against onnxruntime."""
+    import statistics
+    import time
+
+    import hetero
+
+    if args.model.endswith(".hetero"):
+        return _run_saved(args)
     from hetero.core.frontend.light import resolve_model
     from hetero.core.frontend.onnx import randomize_weights
     from hetero.core.frontend.onnx.loader import read_model
@@ -181,9 +216,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
         report["optimize_s"] = time.perf_counter() - start
     report["optimized_nodes"] = len(graph.nodes)
     inputs = _inputs(graph, args)
-    start = time.perf_counter()
-    outputs = hetero.run_reference(graph, inputs)
-    report["run_s"] = time.perf_counter() - start
+    if args.targets == "reference":
+        report["executor"] = "the reference executor (numpy)"
+
+        def run_once() -> dict:
+            return hetero.run_reference(graph, inputs)
+    else:
+        start = time.perf_counter()
+        exe = hetero.compile(graph, targets=args.targets.split(","), passes=[])
+        report["compile_s"] = time.perf_counter() - start
+        report["executor"] = args.targets
+
+        def run_once() -> dict:
+            return exe.run(inputs)
+    times = []
+    for _ in range(max(args.repeat, 1)):
+        start = time.perf_counter()
+        outputs = run_once()
+        times.append(time.perf_counter() - start)
+    report["run_s"] = statistics.median(times)
     report["outputs"] = {name: str(hetero.TensorType.of(a)) for name, a in outputs.items()}
     ok = True
     if args.compare:
@@ -192,7 +243,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         _print_run(report, outputs)
+        if args.report and args.targets != "reference":
+            print(exe.report())
     return 0 if ok else 1
+
+
+def _run_saved(args: argparse.Namespace) -> int:
+    """Run an executable saved by ``hetero compile``: no import, no compile."""
+    import hetero
+
+    exe = hetero.load(args.model)
+    outputs = exe.run(_inputs(exe.interface.as_graph(), args))
+    for name, array in outputs.items():
+        print(f"output    {name}: {hetero.TensorType.of(array)}")
+    if args.report:
+        print(exe.report())
+    return 0
 
 
 def _inputs(graph: object, args: argparse.Namespace) -> dict[str, object]:
@@ -250,7 +316,9 @@ def _print_run(report: dict, outputs: dict) -> None:
     print(f"import    {report['import_s']:.3f} s, {report['nodes']} nodes")
     if "optimize_s" in report:
         print(f"optimise  {report['optimize_s']:.3f} s, {report['nodes']} -> {report['optimized_nodes']} nodes")
-    print(f"run       {report['run_s']:.3f} s on the reference executor (numpy)")
+    if "compile_s" in report:
+        print(f"compile   {report['compile_s']:.3f} s for {report['executor']}")
+    print(f"run       {report['run_s']:.3f} s on {report['executor']}")
     for name, array in outputs.items():
         flat = array.ravel()
         top = flat.argsort()[::-1][:5] if array.dtype.kind == "f" else []
