@@ -161,8 +161,8 @@ class LlvmCpuBackend(Backend):
             done.update(id(n) for n in members)
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
             # Canonical names make equal kernels (same op, shapes, attributes) one compile.
-            scheduled = canonical_names(default_schedule(func, threads))
-            kernel = compile_kernel(scheduled, threads)
+            scheduled = default_schedule(func, threads)
+            kernel = compile_kernel(canonical_names(scheduled), threads)
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled)
             outputs = tuple(v.name for v in func_outputs(members))

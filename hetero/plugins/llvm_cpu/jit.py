@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 from hetero.core.ir.tir import Buffer, PrimFunc
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.codegen import Entry, render
-from hetero.plugins.llvm_cpu.target import host_target_machine, optimise
+from hetero.plugins.llvm_cpu.target import engine_target_machine, host_target_machine, optimise
 
 EntryFn = Callable[..., None]
 
@@ -90,7 +90,7 @@ def load_object(object_code: bytes, entries: tuple[Entry, ...], workspaces: tupl
     workspaces).
     """
     _load_libm()
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), engine_target_machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
     engine.finalize_object()
     signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *([ctypes.c_void_p] * n_buffers))

@@ -54,6 +54,13 @@ def host_target_machine() -> llvm.TargetMachine:
     return _host_machine()
 
 
+def engine_target_machine() -> llvm.TargetMachine:
+    """A fresh host target machine for one execution engine, which takes ownership of it
+    and frees it with itself (so a shared one would dangle once an engine is dropped)."""
+    _initialise()
+    return _host_machine.__wrapped__()
+
+
 @functools.cache
 def _host_machine() -> llvm.TargetMachine:
     target = llvm.Target.from_triple(host_triple())

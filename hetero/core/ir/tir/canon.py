@@ -13,7 +13,8 @@ from hetero.core.ir.tir.visit import map_stmt
 
 def canonical_names(func: PrimFunc) -> PrimFunc:
     """``func`` with its buffers renamed ``b0, b1, ...`` in order of appearance (parameters
-    first) and itself named after a digest of the result; loop variables are kept.
+    first), its blocks ``s0, s1, ...``, and itself named after a digest of the result;
+    loop variables are kept.
 
     Two nodes with the same op, shapes, dtypes and attributes give the same function.
     """
@@ -33,13 +34,18 @@ def canonical_names(func: PrimFunc) -> PrimFunc:
     def expr(e: Expr) -> Expr | None:
         return Load(rename(e.buffer), e.indices, e.dtype) if isinstance(e, Load) else None
 
+    blocks: dict[str, str] = {}
+    for s in walk(func.body):
+        if isinstance(s, Block):
+            blocks.setdefault(s.name, f"s{len(blocks)}")
+
     def stmt(s: Stmt) -> Stmt | None:
         if isinstance(s, Store):
             return Store(rename(s.buffer), s.indices, s.value)
         if isinstance(s, Allocate):
             return Allocate(rename(s.buffer), s.body)
         if isinstance(s, Block):
-            return Block(s.name, s.body, rename(s.writes))
+            return Block(blocks[s.name], s.body, rename(s.writes))
         return None
 
     body = map_stmt(func.body, stmt, expr)

@@ -1,0 +1,90 @@
+"""The llvm_cpu backend as a plugin: discovery, compile, fusion, kernel sharing, save/load, dumps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+import re
+
+import numpy as np
+import pytest
+
+import hetero
+from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.plugin.manager import get_backend
+from hetero.plugins.llvm_cpu import jit
+from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
+
+
+def conv_block() -> Graph:
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("block")
+    x = b.input("x", (1, 8, 10, 10))
+    conv = b.Conv(x, rng.standard_normal((8, 8, 3, 3)).astype(np.float32),
+                  rng.standard_normal(8).astype(np.float32), pads=(1, 1, 1, 1), name="conv")
+    y = b.Relu(b.Add(conv, x, name="residual"), name="relu")
+    left, right = b.Split(y, axis=1, split=(3, 5), name="split")
+    b.output(b.MaxPool(left, kernel_shape=(2, 2), strides=(2, 2), name="pool"), right, x)
+    return b.build()
+
+
+def test_llvm_cpu_is_found_through_its_entry_point() -> None:
+    backend = get_backend("llvm_cpu")
+    assert isinstance(backend, LlvmCpuBackend)
+    assert backend.supported_ops == set(hetero.core.ir.op_names())
+
+
+def test_compiled_graph_matches_the_reference() -> None:
+    g = conv_block()
+    exe = hetero.compile(g, targets=["llvm_cpu"])
+    x = np.random.default_rng(1).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    ours, ref = exe.run({"x": x}), hetero.run_reference(g, {"x": x})
+    assert set(ours) == set(ref) == {"pool", "split:1", "x"}
+    for name in ref:
+        # A 72-term float32 dot product per output: a few ulps of its magnitude apart.
+        np.testing.assert_allclose(ours[name], ref[name], rtol=1e-5, atol=1e-5)
+
+
+def test_epilogues_are_fused_into_their_anchor() -> None:
+    exe = hetero.compile(conv_block(), targets=["llvm_cpu"])
+    names = [step.name for step in exe.placements[0].part.steps]
+    assert names == ["conv (Conv+Add+Relu)", "split (Split)", "pool (MaxPool)"]
+
+
+def test_identical_kernels_compile_once() -> None:
+    b = GraphBuilder("twins")
+    x = b.input("x", (4, 16))
+    y = b.input("y", (4, 16))
+    b.output(b.Tanh(x, name="first"), b.Tanh(y, name="second"))
+    steps = hetero.compile(b.build(), targets=["llvm_cpu"]).placements[0].part.steps
+    assert steps[0].kernel is steps[1].kernel
+
+
+def test_saved_executable_loads_without_compiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = conv_block()
+    exe = hetero.compile(g, targets=["llvm_cpu"])
+    exe.save(tmp_path / "block.hetero")
+
+    def no_compiling(func: object) -> None:
+        raise AssertionError("hetero.load compiled a kernel")
+
+    monkeypatch.setattr(jit, "_compile", no_compiling)
+    again = hetero.load(tmp_path / "block.hetero")
+    x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    for name, array in exe.run({"x": x}).items():
+        np.testing.assert_array_equal(again.run({"x": x})[name], array)
+
+
+def test_dump_writes_every_stage(tmp_path: Path) -> None:
+    hetero.compile(conv_block(), targets=["llvm_cpu"], dump=tmp_path)
+    stages = tmp_path / "llvm_cpu"
+    assert "func conv(" in (stages / "tir" / "conv.txt").read_text()
+    assert "define" in (stages / "llvm" / "conv.ll").read_text()
+    asm = (stages / "asm" / "conv.s").read_text()
+    assert re.search(r"^k_\w+:$", asm, re.MULTILINE)  # the kernel's label
+    assert "Conv(%x" in (tmp_path / "graph.txt").read_text()
+
+
+def test_report_names_kernels_by_node_and_ops() -> None:
+    exe = hetero.compile(conv_block(), targets=["llvm_cpu"])
+    exe.run({"x": np.zeros((1, 8, 10, 10), np.float32)})
+    assert "conv (Conv+Add+Relu)" in exe.report()
