@@ -44,6 +44,7 @@ class Step:
     kernel: CompiledKernel
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    nodes: tuple[str, ...]  # the graph nodes this kernel computes
 
 
 class LlvmCpuPart:
@@ -79,7 +80,7 @@ class LlvmCpuPart:
                 "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
                 "host_cpu": host_cpu(), "constants": list(self.constants),
                 "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
-                           "outputs": list(s.outputs)} for s in self.steps],
+                           "outputs": list(s.outputs), "nodes": list(s.nodes)} for s in self.steps],
             }
             zf.writestr("manifest.json", json.dumps(manifest))
             for i, s in enumerate(self.steps):
@@ -99,7 +100,7 @@ class LlvmCpuPart:
                     f"{host_cpu()}; recompile the model here"
                 )
             steps = [Step(s["name"], CompiledKernel.from_image(s["image"], zf.read(f"kernels/{i}.o")),
-                          tuple(s["inputs"]), tuple(s["outputs"]))
+                          tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]))
                      for i, s in enumerate(manifest["steps"])]
             with np.load(io.BytesIO(zf.read("constants.npz"))) as npz:
                 constants = {n: npz[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
@@ -169,7 +170,7 @@ class LlvmCpuBackend(Backend):
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
-            steps.append(Step(label, kernel, inputs, outputs))
+            steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members)))
         used = {n for s in steps for n in s.inputs}
         constants = {name: v.data for name, v in graph.values.items()
                      if v.data is not None and name in used}
