@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--targets", default="llvm_cpu", help="comma-separated backends (default llvm_cpu)")
     comp.add_argument("-o", "--output", help="where to save the executable (default MODEL.hetero)")
     comp.add_argument("--dump", metavar="DIR", help="write every stage (graph, tensor IR, LLVM IR, assembly)")
+    comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
+                      help="with --dump, also write each kernel's object file and assembly for this "
+                           "target (e.g. aarch64-unknown-linux-gnu:cortex-a76)")
     comp.set_defaults(func=_cmd_compile)
 
     run = subs.add_parser(
@@ -177,7 +180,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     path = resolve_model(args.model)
     start = time.perf_counter()
-    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump)
+    if args.aot and not args.dump:
+        raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
+    options = {"aot": args.aot} if args.aot else {}
+    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump, **options)
     seconds = time.perf_counter() - start
     output = args.output or f"{Path(path).stem}.hetero"
     exe.save(output)

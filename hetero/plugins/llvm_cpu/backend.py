@@ -31,7 +31,7 @@ from hetero.core.plugin.backend import Backend, Support
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule
-from hetero.plugins.llvm_cpu.target import host_cpu, host_features
+from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_cpu, host_features
 
 VERSION = "0.1.0"
 
@@ -165,7 +165,7 @@ class LlvmCpuBackend(Backend):
             scheduled = default_schedule(func, threads)
             kernel = compile_kernel(canonical_names(scheduled), threads)
             if dump is not None:
-                _dump(dump, func.name, kernel, scheduled)
+                _dump(dump, func.name, kernel, scheduled, options.get("aot"))
             outputs = tuple(v.name for v in func_outputs(members))
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
@@ -192,8 +192,15 @@ def func_outputs(members: list[Node]) -> list:
     return last + [v for n in members[:-1] for v in n.outputs if any(id(u) not in ids for u in v.users)]
 
 
-def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any) -> None:
+def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any, aot: str | None) -> None:
+    """Write every stage of one kernel; ``aot`` ("TRIPLE" or "TRIPLE:CPU") adds an object
+    file and assembly for that target, for ahead-of-time use."""
     for stage, suffix, text in (("tir", "txt", str(func)), ("llvm", "ll", kernel.llvm_ir),
                                 ("asm", "s", kernel.assembly)):
         (folder / stage).mkdir(parents=True, exist_ok=True)
         (folder / stage / f"{name}.{suffix}").write_text(text)
+    if aot:
+        triple, _, cpu = aot.partition(":")
+        (folder / "aot").mkdir(parents=True, exist_ok=True)
+        (folder / "aot" / f"{name}.o").write_bytes(emit_object(func, triple, cpu or "generic"))
+        (folder / "aot" / f"{name}.s").write_text(emit_assembly(func, triple, cpu or "generic"))

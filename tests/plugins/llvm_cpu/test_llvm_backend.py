@@ -88,3 +88,10 @@ def test_report_names_kernels_by_node_and_ops() -> None:
     exe = hetero.compile(conv_block(), targets=["llvm_cpu"])
     exe.run({"x": np.zeros((1, 8, 10, 10), np.float32)})
     assert "conv (Conv+Add+Relu)" in exe.report()
+
+
+def test_dump_adds_ahead_of_time_code_for_another_target(tmp_path: Path) -> None:
+    hetero.compile(conv_block(), targets=["llvm_cpu"], dump=tmp_path, aot="aarch64-unknown-linux-gnu")
+    aot = tmp_path / "llvm_cpu" / "aot"
+    assert (aot / "conv.o").read_bytes()[:4] == b"\x7fELF"
+    assert "fmla" in (aot / "conv.s").read_text() or "fmul" in (aot / "conv.s").read_text()
