@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
 from hetero.core.schedule import loops as loop_ops
-from hetero.core.schedule import stages
+from hetero.core.schedule import stages, tiling
 from hetero.core.schedule.trace import BlockRef, Instruction, LoopRef, Ref, Trace
 from hetero.core.schedule.tree import (
     Path,
@@ -256,6 +256,64 @@ class Schedule:
         """
         body = stages.compute_inline(self.func, self._block_path(block))
         self._commit(body, Instruction("compute_inline", (block,)))
+
+    # -- register tiling ----------------------------------------------------------------
+
+    def tile_accumulator(self, block: BlockRef, *loops: LoopRef) -> None:
+        """Turn ``block``'s scalar accumulator into a tile with one element per iteration of
+        ``loops``, and run the reduction loops around the tile (TVM's ``cache_write`` of
+        the accumulator to a local scope plus ``decompose_reduction``): the register tile
+        of a CPU micro-kernel. ``loops`` must be serial and the innermost loops of the
+        block's nest, directly around the one-element accumulator that lowering a single
+        reduction makes. Where a split guards the accumulator, the guard moves to the
+        store and the reduction reads at indices clamped into the buffers, so the tile
+        computes whole (extra lanes are computed and dropped). Each element still sums
+        its terms in the same order, so the numbers do not change. The init and store
+        copies of the tile loops are named ``{loop}_init`` and ``{loop}_store``.
+
+        Before / after ``tile_accumulator(Y, i_1, j)``::
+
+            for i_0 in range(2) {                 for i_0 in range(2) {
+              for i_1 in range(4) {                 alloc Y_acc: f32[4,8] local {
+                for j in range(8) {                   for i_1_init, j_init: Y_acc[i_1_init, j_init] = 0.0
+                  alloc Y_acc: f32[1] local {         for r in range(16) {
+                    Y_acc[0] = 0.0                      for i_1 in range(4) {
+                    for r in range(16) {                  for j in range(8) {
+                      Y_acc[0] = Y_acc[0] + X[..] * W[..]   Y_acc[i_1, j] = Y_acc[i_1, j] + X[..] * W[..]
+                    Y[i_0 * 4 + i_1, j] = Y_acc[0]    for i_1_store, j_store: Y[..] = Y_acc[i_1_store, j_store]
+        """
+        block_path = self._block_path(block)
+        loop_paths = [self._loop_path(l) for l in loops]
+        label = f"tile_accumulator of {block}"
+        if not loop_paths:
+            raise ScheduleError(f"{label}: name the tile loops")
+        body = tiling.tile_accumulator(self.func, block_path, loop_paths, self._names_near(loop_paths[0]), label)
+        self._commit(body, Instruction("tile_accumulator", (block, *loops)))
+
+    def pack(self, block: BlockRef, buffer: str, axis: int, factor: int) -> BlockRef:
+        """Copy ``buffer`` into panels ``factor`` wide along ``axis`` just before ``block``,
+        which then reads the copy; return the copy block (named like its buffer,
+        ``{buffer}_packed``). The packed buffer has shape ``(ceil(n / factor), *other
+        axes, factor)``: the panel index first, the lane last, so one panel's rows are
+        contiguous (BLIS's packed B). Every read of ``buffer`` in ``block`` must index
+        ``axis`` as ``factor * outer + v`` with ``v`` a loop of extent ``factor`` (split
+        the loop first); lanes past the end are filled with zeros. ``block`` must not sit
+        inside a loop. The factor is the instruction's decision.
+
+        Before / after ``pack(Y, "W", 1, 4)`` with ``j`` split into ``j_0, j_1``::
+
+            block Y {                             alloc W_packed: f32[2,16,4] {
+              ... W[r, j_0 * 4 + j_1] ...           block W_packed {
+                                                      for ax0, ax1, ax2:
+                                                        W_packed[ax0, ax1, ax2] = W[ax1, ax0 * 4 + ax2]
+                                                    block Y {
+                                                      ... W_packed[j_0, r, j_1] ...
+        """
+        path = self._block_path(block)
+        body, name = tiling.pack(self.func, path, buffer, axis, factor)
+        self._commit(body, Instruction("pack", (block,), {"buffer": buffer, "axis": axis},
+                                       {"factor": factor}))
+        return BlockRef(name)
 
     # -- internals ----------------------------------------------------------------------
 

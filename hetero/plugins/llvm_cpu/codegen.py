@@ -10,7 +10,7 @@ A serial wrapper ``void @<func>(ptr ... params)`` runs every stage in order with
 workspaces, for callers of an ahead-of-time object.
 
 Loop kinds: VECTORIZED loops carry ``llvm.loop.vectorize.enable`` and a width hint,
-UNROLLED loops ``llvm.loop.unroll.full``; SERIAL and PIPELINED loops are plain; a
+UNROLLED loops ``llvm.loop.unroll.full`` (and loops around one ``llvm.loop.unroll.disable``); SERIAL and PIPELINED loops are plain; a
 PARALLEL loop below a stage's outermost loop runs serially inside its thread.
 """
 
@@ -22,7 +22,7 @@ import re
 from llvmlite import ir
 
 from hetero.core.ir.tir import (
-    Allocate, Block, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, verify_func,
+    Allocate, Block, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, verify_func, walk,
 )
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.exprs import I1, I64, ExprEmitter
@@ -201,7 +201,10 @@ class _StageRenderer:
             return self.module.add_metadata([ir.MetaDataString(self.module, name), *values])
 
         if s.kind is ForKind.VECTORIZED:
-            hints = [hint("llvm.loop.vectorize.enable", ir.Constant(I1, 1))]
+            # Not unrolled before the vectorizer sees it: fully unrolled lanes would reach
+            # the SLP vectorizer as scalars, slower to compile and reassembled worse.
+            hints = [hint("llvm.loop.vectorize.enable", ir.Constant(I1, 1)),
+                     hint("llvm.loop.unroll.disable")]
             # The width hint must be a power of two; other extents let LLVM choose.
             if s.extent & (s.extent - 1) == 0 and s.extent > 1:
                 width = ir.Constant(I32, min(s.extent, _MAX_VECTOR_WIDTH))
@@ -209,6 +212,10 @@ class _StageRenderer:
             return hints
         if s.kind is ForKind.UNROLLED:
             return [hint("llvm.loop.unroll.full")]
+        if any(isinstance(x, For) and x.kind is ForKind.UNROLLED for x in walk(s.body)):
+            # The schedule already unrolled what should be (a register tile's rows):
+            # unrolling the loops around it too only multiplies code and compile time.
+            return [hint("llvm.loop.unroll.disable")]
         return []
 
     def _branch(self, s: IfThenElse) -> None:

@@ -1,7 +1,9 @@
 """Default CPU schedules: how llvm_cpu maps each lowered function onto the host's cores.
 
-For every block: fuse its leading data-parallel loops until there is enough work to
-share between the cores and run that loop in parallel. Every step is a schedule
+Sums of products (MatMul, Gemm, Conv) get the register-tiled micro-kernel of
+:mod:`~hetero.plugins.llvm_cpu.schedules_tiled`. Every other block: fuse its leading
+data-parallel loops until there is enough work to share between the cores and run
+that loop in parallel. Every step is a schedule
 primitive, so the result is recorded in a replayable trace that a tuner can vary.
 """
 
@@ -11,6 +13,7 @@ from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.tree import block_names
 from hetero.errors import ScheduleError
+from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile, schedule_tiled
 
 #: Parallel chunks per core: enough to even out uneven chunk times.
 CHUNKS_PER_THREAD = 4
@@ -19,8 +22,11 @@ CHUNKS_PER_THREAD = 4
 def default_schedule(func: PrimFunc, threads: int) -> PrimFunc:
     """``func`` scheduled for ``threads`` cores."""
     sch = Schedule(func)
-    if threads > 1:
-        for name in block_names(func.body):
+    for name in block_names(func.body):
+        plan = plan_tile(sch.func, name)
+        if plan is not None:
+            schedule_tiled(sch, name, plan, threads)
+        elif threads > 1:
             _parallelize(sch, name, threads)
     return sch.func
 
