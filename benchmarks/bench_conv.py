@@ -12,16 +12,13 @@ and hetero / onnxruntime.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-import onnxruntime as ort
 
 import hetero
+from timing import median_seconds, ort_session
 
 #: (label, C in, K out, input H = W, kernel, stride, pad)
 SHAPES = (
@@ -47,30 +44,16 @@ def conv_model(c: int, k: int, h: int, r: int, stride: int, pad: int) -> onnx.Mo
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of ``repeat`` calls of ``fn``, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
     print(f"{'shape':<24} {'hetero GFLOP/s':>15} {'ORT GFLOP/s':>12} {'ratio':>6} {'max |diff|':>11}")
     for label, c, k, h, r, stride, pad in SHAPES:
         model = conv_model(c, k, h, r, stride, pad)
         x = np.random.default_rng(1).standard_normal((1, c, h, h), dtype=np.float32)
         exe = hetero.compile(model, targets=["llvm_cpu"], num_threads=1)
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort_session(model, 1)
         ours = median_seconds(lambda: exe.run({"x": x}), args.repeat)
         theirs = median_seconds(lambda: session.run(None, {"x": x}), args.repeat)
         diff = float(np.abs(next(iter(exe.run({"x": x}).values())) - session.run(None, {"x": x})[0]).max())

@@ -22,25 +22,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402 - the thread limits must be set before numpy loads
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import hetero  # noqa: E402
 from hetero.core.ir.builder import GraphBuilder  # noqa: E402
-
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of ``repeat`` calls of ``fn``, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_seconds  # noqa: E402
 
 
 def bench(n: int, repeat: int) -> tuple[float, float, float]:

@@ -13,29 +13,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable
-
-import onnxruntime as ort
 
 import hetero
 from hetero.core.frontend.light import LIGHT_MODELS, light_model_path
-
-
-def median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def ort_session(path: str) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3  # errors only: ORT warns about the light models' unused inputs
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+from timing import median_seconds, ort_session
 
 
 def main() -> None:
@@ -53,7 +34,7 @@ def main() -> None:
         optimized = hetero.optimize(graph)
         t_import = median_seconds(lambda: hetero.load_onnx(path), args.repeat)
         t_opt = median_seconds(lambda: hetero.optimize(graph), args.repeat)
-        t_ort = median_seconds(lambda: ort_session(path), args.repeat)
+        t_ort = median_seconds(lambda: ort_session(path, 1), args.repeat)
         ratio = (t_import + t_opt) / t_ort
         ratios.append(ratio)
         print(f"{name:<14}{len(graph.nodes):>7}{len(optimized.nodes):>6}{t_import:>10.3f}"

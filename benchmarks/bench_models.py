@@ -13,34 +13,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 import hetero
 from hetero.core.frontend.light import LIGHT_MODELS, light_model_path
 from hetero.core.frontend.onnx import randomize_weights
-
-
-def median_seconds(fn, repeat: int) -> float:  # noqa: ANN001
-    fn()  # warm-up: first-touch page faults, thread-pool start
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def ort_session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+from timing import median_seconds, ort_session
 
 
 def main() -> None:
