@@ -102,3 +102,36 @@ def test_bad_arguments_give_one_line_errors(argv: list[str], message: str,
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+def _relu_model(tmp_path: Path) -> Path:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [vi("x", onnx.TensorProto.FLOAT, [2, 3])],
+                              [vi("y", onnx.TensorProto.FLOAT, [2, 3])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_compile_saves_an_executable_that_run_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "relu.hetero"
+    code, out, err = run_cli(capsys, "compile", str(_relu_model(tmp_path)), "-o", str(saved),
+                             "--dump", str(tmp_path / "dump"))
+    assert code == 0, err
+    assert "1 kernels" in out and saved.exists()
+    assert (tmp_path / "dump" / "llvm_cpu" / "llvm").is_dir()
+    code, out, _ = run_cli(capsys, "run", str(saved), "--report")
+    assert code == 0
+    assert "output    y: f32[2,3]" in out and "y (Relu)" in out
+
+
+def test_run_on_the_reference_executor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", str(_relu_model(tmp_path)), "--targets", "reference",
+                           "--compare", "onnxruntime")
+    assert code == 0 and "reference executor" in out and "OK" in out
+
+
+def test_aot_needs_a_dump_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "compile", str(_relu_model(tmp_path)), "--aot", "aarch64-unknown-linux-gnu")
+    assert code == 2 and "--dump" in err
