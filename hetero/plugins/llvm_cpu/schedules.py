@@ -1,22 +1,42 @@
 """Default CPU schedules: how llvm_cpu maps each lowered function onto the host's cores.
 
 Sums of products (MatMul, Gemm, Conv) get the register-tiled micro-kernel of
-:mod:`~hetero.plugins.llvm_cpu.schedules_tiled`. Every other block: fuse its leading
-data-parallel loops until there is enough work to share between the cores and run
-that loop in parallel. Every step is a schedule
-primitive, so the result is recorded in a replayable trace that a tuner can vary.
+:mod:`~hetero.plugins.llvm_cpu.schedules_tiled`; other reductions whose rows read
+contiguous inputs (grouped 1x1 Conv, unpadded windows) the spatial tile of
+:mod:`~hetero.plugins.llvm_cpu.schedules_window`; a block without a reduction whose
+innermost loop walks its output contiguously gets that loop vectorized. Then, where
+the block has enough work to pay for handing chunks to the thread pool, its leading
+data-parallel loops are fused until there is work for every core and that loop runs in
+parallel. Every step is a schedule primitive, so the result is recorded in a
+replayable trace that a tuner can vary.
 """
 
 from __future__ import annotations
 
-from hetero.core.ir.tir.stmt import PrimFunc
+import math
+
+from hetero.core.ir.tir.expr import Expr, Var
+from hetero.core.ir.tir.stmt import (
+    Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, walk,
+)
 from hetero.core.schedule import LoopRef, Schedule
-from hetero.core.schedule.tree import block_names
+from hetero.core.schedule.region import affine
+from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
 from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile, schedule_tiled
+from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
 
 #: Parallel chunks per core: enough to even out uneven chunk times.
 CHUNKS_PER_THREAD = 4
+#: Fewer loop iterations than this (a vectorized loop counting once per vector) run on
+#: the calling thread: handing chunks to the pool costs about 70 us a launch on the
+#: development host (a 1.6M-element Relu ran slower on two threads than on one, a
+#: 3.6M-tap depthwise Conv faster).
+PARALLEL_MIN_WORK = 1 << 18
+#: Lanes a vectorized loop is counted as doing at once (a 512-bit vector of float32).
+VECTOR_LANES = 16
+#: Shorter innermost loops are left to LLVM: a vector would be mostly remainder.
+MIN_VECTOR_EXTENT = 4
 
 
 def default_schedule(func: PrimFunc, threads: int) -> PrimFunc:
@@ -26,9 +46,66 @@ def default_schedule(func: PrimFunc, threads: int) -> PrimFunc:
         plan = plan_tile(sch.func, name)
         if plan is not None:
             schedule_tiled(sch, name, plan, threads)
-        elif threads > 1:
+            continue
+        window = plan_window(sch.func, name)
+        if window is not None:
+            schedule_window(sch, name, window)
+        else:
+            _vectorize_innermost(sch, name)
+        if threads > 1 and _work(sch.func, name) >= PARALLEL_MIN_WORK:
             _parallelize(sch, name, threads)
     return sch.func
+
+
+def _block(func: PrimFunc, block_name: str) -> Block:
+    path = find_block(func.body, block_name)
+    assert path is not None  # names come from block_names of the same function
+    block = node_at(func.body, path)
+    assert isinstance(block, Block)
+    return block
+
+
+def _work(func: PrimFunc, block_name: str) -> int:
+    """How many times the block's innermost statements run, a vectorized loop counting
+    once per vector: the measure of whether a parallel launch pays."""
+    def count(stmt: Stmt, trips: int) -> int:
+        if isinstance(stmt, For):
+            lanes = min(stmt.extent, VECTOR_LANES) if stmt.kind is ForKind.VECTORIZED else 1
+            return count(stmt.body, trips * math.ceil(stmt.extent / lanes))
+        if isinstance(stmt, Store):
+            return trips
+        if isinstance(stmt, Seq):
+            return sum(count(part, trips) for part in stmt.stmts)
+        if isinstance(stmt, IfThenElse):
+            return count(stmt.then, trips) + (count(stmt.otherwise, trips) if stmt.otherwise else 0)
+        if isinstance(stmt, (Allocate, Block)):
+            return count(stmt.body, trips)
+        return 0
+
+    return count(_block(func, block_name).body, 1)
+
+
+def _vectorize_innermost(sch: Schedule, block_name: str) -> None:
+    """Vectorize the block's innermost loop where it is its own (no reduction), at least
+    ``MIN_VECTOR_EXTENT`` long, and the last index of the one store under it: neighbouring
+    iterations write neighbouring elements, so the stores are whole vectors."""
+    block = _block(sch.func, block_name)
+    inner, loop = block.body, None
+    while isinstance(inner, For):
+        loop, inner = inner, inner.body
+    if loop is None or not isinstance(inner, Store) or loop.extent < MIN_VECTOR_EXTENT:
+        return
+    if any(isinstance(s, Allocate) for s in walk(block)):
+        return
+    if affine(inner.indices[-1]) != ({loop.var: 1}, 0) or _mentions(inner.indices[:-1], loop.var):
+        return
+    sch.vectorize(LoopRef(block_name, loop.var.name))
+
+
+def _mentions(indices: tuple[Expr, ...], var: Var) -> bool:
+    """Whether any of ``indices`` uses ``var`` (or is not affine, so might)."""
+    form = [affine(i) for i in indices]
+    return any(f is None or var in f[0] for f in form)
 
 
 def _parallelize(sch: Schedule, block_name: str, threads: int) -> None:
@@ -37,7 +114,8 @@ def _parallelize(sch: Schedule, block_name: str, threads: int) -> None:
     own = [loop for loop in loops if loop.block == block_name]
     if not own or len(own) != len(loops):
         return  # a block computed inside another's loops runs in its thread
-    # Only data-parallel loops join: a reduction loop would make the fused loop serial.
+    # Only serial data-parallel loops join: a reduction loop would make the fused loop
+    # serial, and a vectorized or unrolled loop is already the inside of the kernel.
     leading = []
     for loop in own:
         if not _data_parallel(sch.func, loop):
