@@ -148,7 +148,10 @@ class CompiledKernel:
             if len(parts) == 1:
                 fn(*parts[0], *pointers)
             else:
-                for future in [_pool(self.num_threads).submit(fn, lo, hi, *pointers) for lo, hi in parts]:
+                # The calling thread takes the first chunk itself: one hand-off fewer.
+                futures = [_pool(self.num_threads).submit(fn, lo, hi, *pointers) for lo, hi in parts[1:]]
+                fn(*parts[0], *pointers)
+                for future in futures:
                     future.result()
             launches.append((entry.symbol, tuple(parts)))
         self.last_launches = tuple(launches)
