@@ -30,6 +30,7 @@ from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
+from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_cpu, host_features
 
@@ -154,6 +155,8 @@ class LlvmCpuBackend(Backend):
         graph = fuse_epilogues(subgraph)
         steps: list[Step] = []
         done: set[int] = set()
+        packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
+                                graph.values)
         for node in graph.nodes:
             if id(node) in done:
                 continue
@@ -161,19 +164,19 @@ class LlvmCpuBackend(Backend):
             members = members or [node]
             done.update(id(n) for n in members)
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
+                                         if v is not None and v.producer not in members))
+            # Stages that only reorder weights (packing) run here, once, not on every call.
+            scheduled, inputs = packer.apply(default_schedule(func, threads), inputs, node.name)
             # Canonical names make equal kernels (same op, shapes, attributes) one compile.
-            scheduled = default_schedule(func, threads)
             kernel = compile_kernel(canonical_names(scheduled), threads)
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled, options.get("aot"))
             outputs = tuple(v.name for v in func_outputs(members))
-            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
-                                         if v is not None and v.producer not in members))
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
             steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members)))
         used = {n for s in steps for n in s.inputs}
-        constants = {name: v.data for name, v in graph.values.items()
-                     if v.data is not None and name in used}
+        constants = {name: data for name, data in packer.constants.items() if name in used}
         aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
         for v in graph.outputs:
             if v.data is not None:

@@ -6,7 +6,10 @@ reduction runs (:meth:`~hetero.core.schedule.Schedule.tile_accumulator`); the
 operand that varies along the lanes is packed into panels ``lanes`` wide
 (:meth:`~hetero.core.schedule.Schedule.pack`), so each reduction step loads one
 contiguous row of vectors, broadcasts ``rows`` scalars of the other operand and
-issues ``rows * lanes / 16`` fused multiply-adds on AVX-512.
+issues ``rows * lanes / 16`` fused multiply-adds on AVX-512. Where the packed operand
+is a weight, the llvm_cpu backend packs it once at compile time
+(:mod:`~hetero.plugins.llvm_cpu.prepack`), so a one-row tile (batch-1 Gemm, a
+matrix-vector product) streams each weight once, straight from its panels.
 
 The *lane* loop is a data-parallel loop that every read of the product either
 ignores or uses as one plain index (the column ``j`` of a matmul, the output channel
@@ -33,6 +36,13 @@ MIN_LANES = 8
 #: broadcast stay within the 32 vector registers; a row count that divides the loop
 #: leaves no partial tile.
 ROW_CHOICES = (8, 7, 6, 5, 4)
+#: float32 lanes of one AVX-512 vector.
+VECTOR = 16
+#: Independent vector accumulators a tile holds at least, so that one reduction step
+#: issues that many FMA chains. A one-row tile (a matrix-vector product: batch-1 Gemm)
+#: widens its lanes to get them. More would need lanes past the codegen's widest
+#: vectorized loop (64), whose accumulators then live in memory, not registers.
+MIN_ACCUMULATORS = 4
 #: Data-parallel iterations per thread worth splitting across cores.
 CHUNKS_PER_THREAD = 4
 
@@ -103,12 +113,20 @@ def _rows(extent: int) -> int:
     return next((r for r in ROW_CHOICES if extent % r == 0), 6)
 
 
+def _lanes(extent: int, rows: int) -> int:
+    """The tile's lane count for a lane loop of ``extent`` and a tile of ``rows``."""
+    if extent < VECTOR:
+        return extent
+    lanes = LANES if rows * LANES >= MIN_ACCUMULATORS * VECTOR else VECTOR * -(-MIN_ACCUMULATORS // rows)
+    return min(lanes, extent)
+
+
 def schedule_tiled(sch: Schedule, block_name: str, plan: TilePlan, threads: int) -> None:
     """Apply the micro-kernel schedule of ``plan`` to ``block_name``."""
     block = BlockRef(block_name)
     ref = {f.var.name: LoopRef(block_name, f.var.name) for f in plan.spatial}
-    lanes = min(LANES, plan.lane.extent) if plan.lane.extent >= 16 else plan.lane.extent
     rows = _rows(plan.row.extent)
+    lanes = _lanes(plan.lane.extent, rows)
     row_outer, row_inner = sch.split(ref[plan.row.var.name], [None, rows])
     lane_outer, lane_inner = sch.split(ref[plan.lane.var.name], [None, lanes])
     outer: list[LoopRef] = []

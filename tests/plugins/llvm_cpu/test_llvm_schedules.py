@@ -16,12 +16,13 @@ import pytest
 
 import hetero
 from hetero.core.ir.builder import GraphBuilder
+from hetero.core.ir.tir import Allocate, walk
 from hetero.core.lower import lower_group, lower_node
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.schedule.tree import block_names
 from hetero.plugins.llvm_cpu import CompiledKernel, host_features, host_triple
 from hetero.plugins.llvm_cpu.schedules import default_schedule
-from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile
+from hetero.plugins.llvm_cpu.schedules_tiled import MIN_ACCUMULATORS, VECTOR, plan_tile
 
 RNG = np.random.default_rng(5)
 EPS = float(np.finfo(np.float32).eps)
@@ -102,7 +103,13 @@ def test_matmul_inner_loop_is_register_tiled_fma() -> None:
     every memory operand in it is the packed panel or a broadcast of A."""
     gb = GraphBuilder("mm")
     gb.output(gb.MatMul(gb.input("a", (64, 64)), np.ones((64, 64), np.float32)))
-    asm = CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly
+    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly)
+    assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 16
+    assert not re.search(r"vmovups\s+%zmm\d+, ", body), "an accumulator is stored inside the k loop"
+
+
+def _fma_loop(asm: str) -> str:
+    """The body of the innermost loop of ``asm`` that issues FMAs."""
     bodies = []
     for label in re.findall(r"^(\.LBB\w+):", asm, flags=re.M):
         loop = re.search(rf"^{re.escape(label)}:(.*?)^\s+j\w+\s+{re.escape(label)}$", asm, flags=re.S | re.M)
@@ -110,6 +117,42 @@ def test_matmul_inner_loop_is_register_tiled_fma() -> None:
             bodies.append(loop.group(1))
     inner = [b for b in bodies if "vfmadd231ps" in b]
     assert inner, "no loop with FMAs"
-    body = min(inner, key=len)
-    assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 16
+    return min(inner, key=len)
+
+
+@pytest.mark.parametrize("m, k, n, threads", [(1, 37, 83, 1), (2, 45, 70, 2), (3, 29, 101, 1), (1, 300, 1000, 2)])
+def test_few_row_gemm_matches_numpy(m: int, k: int, n: int, threads: int) -> None:
+    """Batch-1..3 classifiers (AlexNet, VGG): K and N not multiples of a vector."""
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    w = RNG.standard_normal((n, k)).astype(np.float32)
+    c = RNG.standard_normal(n).astype(np.float32)
+    gb = GraphBuilder("gemv")
+    gb.output(gb.Relu(gb.Gemm(gb.input("a", (m, k)), w, c, transB=1)))
+    out = _run(gb, {"a": a}, threads)
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    _check(out, np.maximum(a64 @ w64.T + c, 0), np.abs(a64) @ np.abs(w64.T) + np.abs(c), k)
+
+
+@pytest.mark.parametrize("m, n, tile", [(1, 1000, (1, 64)), (2, 300, (2, 32)), (3, 300, (3, 32)),
+                                        (1, 40, (1, 40)), (8, 300, (8, 32))])
+def test_few_row_tiles_widen_to_keep_vector_accumulators(m: int, n: int, tile: tuple[int, int]) -> None:
+    """A one-row tile spans more lanes, so each reduction step of every tile still
+    issues at least MIN_ACCUMULATORS independent vector FMAs (where N allows)."""
+    gb = GraphBuilder("gemv")
+    gb.output(gb.Gemm(gb.input("a", (m, 24)), np.ones((n, 24), np.float32), transB=1))
+    func = default_schedule(lower_node(gb.build().nodes[0]), 1)
+    shapes = [s.buffer.shape for s in walk(func.body) if isinstance(s, Allocate) and s.buffer.scope == "local"]
+    assert shapes == [tile]
+    assert tile[0] * tile[1] >= min(MIN_ACCUMULATORS * VECTOR, tile[0] * n)
+
+
+@pytest.mark.skipif(not (host_triple().startswith("x86_64") and host_features().get("avx512f")),
+                    reason="counts AVX-512 accumulators")
+def test_gemv_inner_loop_streams_four_vectors_in_registers() -> None:
+    """M = 1: each step of the k loop is one broadcast of A and four zmm FMAs on the
+    packed weight, with the accumulators in registers."""
+    gb = GraphBuilder("gemv")
+    gb.output(gb.Gemm(gb.input("a", (1, 256)), np.ones((512, 256), np.float32), transB=1))
+    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly)
+    assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 4
     assert not re.search(r"vmovups\s+%zmm\d+, ", body), "an accumulator is stored inside the k loop"
