@@ -33,6 +33,7 @@ from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_cpu, host_features
+from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 
 VERSION = "0.1.0"
 
@@ -152,7 +153,7 @@ class LlvmCpuBackend(Backend):
     def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> LlvmCpuPart:
         threads = int(options.get("num_threads") or os.cpu_count() or 1)
         dump = Path(options["dump_dir"]) if options.get("dump_dir") else None
-        graph = fuse_epilogues(subgraph)
+        graph = fuse_epilogues(ungroup_convs(subgraph))
         steps: list[Step] = []
         done: set[int] = set()
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
