@@ -26,7 +26,7 @@ from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.passes.fuse import fuse_epilogues, groups
 from hetero.core.plugin.backend import Backend, Support
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
@@ -158,11 +158,11 @@ class LlvmCpuBackend(Backend):
         done: set[int] = set()
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
+        fused = groups(graph)
         for node in graph.nodes:
             if id(node) in done:
                 continue
-            members = [n for n in graph.nodes if node.group is not None and n.group == node.group]
-            members = members or [node]
+            members = fused[node.group] if node.group is not None else [node]
             done.update(id(n) for n in members)
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
