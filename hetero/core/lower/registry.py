@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from hetero.core.ir.graph import Node, Value
-from hetero.core.ir.tir.compute import Reduce, Tensor, lower, placeholder
+from hetero.core.ir.tir.compute import Reduce, Tensor, lower, placeholder, stages
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.types import TensorType
@@ -120,7 +120,7 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
             tensors[id(v)] = t
     outs = [tensors[id(v)] for v in outputs]
     internal = {id(tensors[id(v)]) for node in nodes for v in node.outputs}
-    order = _stages(outs)
+    order = stages(outs)
     consumers: dict[int, list[Tensor]] = {}
     for t in order:
         for p in t.inputs:
@@ -136,23 +136,6 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
         if t.is_placeholder:
             raise HeteroError(f"group {name}: output {v.name} is one of its inputs unchanged")
     return lower(identifier(name, set()), params, outs)
-
-
-def _stages(outputs: Sequence[Tensor]) -> list[Tensor]:
-    """Every tensor ``outputs`` depend on, producers before consumers."""
-    order: list[Tensor] = []
-    seen: set[int] = set()
-
-    def visit(t: Tensor) -> None:
-        if id(t) not in seen:
-            seen.add(id(t))
-            for p in t.inputs:
-                visit(p)
-            order.append(t)
-
-    for t in outputs:
-        visit(t)
-    return order
 
 
 def _landing(t: Tensor, consumers: dict[int, list[Tensor]]) -> list[Tensor]:

@@ -22,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetero.core.ir.tir.expr import Binary, Load, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, PrimFunc, Seq, Store, walk
+from hetero.core.ir.tir.stmt import For, IfThenElse, PrimFunc, Store, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import find_block, node_at
+from hetero.plugins.llvm_cpu.nests import reduction_nest
 
 #: Lanes of the tile: two AVX-512 vectors of float32.
 LANES = 32
@@ -60,22 +61,11 @@ class TilePlan:
 def plan_tile(func: PrimFunc, block_name: str) -> TilePlan | None:
     """The tile plan of ``block_name``, or None if it is not one sum of products over
     perfectly nested data-parallel loops, with a lane loop and a row loop."""
-    path = find_block(func.body, block_name)
-    if path is None:
+    nest = reduction_nest(func, block_name)
+    if nest is None or len(nest.spatial) < 2:
         return None
-    block = node_at(func.body, path)
-    assert isinstance(block, Block)
-    spatial: list[For] = []
-    inner = block.body
-    while isinstance(inner, For):
-        spatial.append(inner)
-        inner = inner.body
-    if not (isinstance(inner, Allocate) and inner.buffer.shape == (1,) and isinstance(inner.body, Seq)
-            and len(inner.body.stmts) == 3 and len(spatial) >= 2):
-        return None
-    update = inner.body.stmts[1]
-    while isinstance(update, For):
-        update = update.body
+    spatial = list(nest.spatial)
+    update = nest.update_body
     if not (isinstance(update, Store) and isinstance(update.value, Binary) and update.value.op == "add"
             and isinstance(update.value.b, Binary) and update.value.b.op == "mul"
             and update.value.b.dtype.kind == "f"):

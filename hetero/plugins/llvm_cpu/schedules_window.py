@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hetero.core.ir.tir.expr import Load, Select, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store, walk
+from hetero.core.ir.tir.stmt import For, PrimFunc, Stmt, Store, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
-from hetero.core.schedule.tree import find_block, node_at
+from hetero.plugins.llvm_cpu.nests import reduction_nest
 
 #: Widest lane tile for rows that are split: one AVX-512 vector of float32 (rows
 #: shorter than two vectors stay whole).
@@ -49,23 +49,13 @@ def plan_window(func: PrimFunc, block_name: str) -> WindowPlan | None:
     """The plan of ``block_name``, or None unless it is one scalar reduction under at
     least two perfectly nested data-parallel loops, the last at least ``MIN_LANES`` long
     and every read contiguous along it."""
-    path = find_block(func.body, block_name)
-    if path is None:
+    nest = reduction_nest(func, block_name)
+    if nest is None:
         return None
-    block = node_at(func.body, path)
-    assert isinstance(block, Block)
-    spatial: list[For] = []
-    inner = block.body
-    while isinstance(inner, For):
-        spatial.append(inner)
-        inner = inner.body
-    if not (isinstance(inner, Allocate) and inner.buffer.shape == (1,) and inner.buffer.scope == "local"
-            and isinstance(inner.body, Seq) and len(inner.body.stmts) == 3
-            and isinstance(inner.body.stmts[1], For)):
-        return None
+    spatial = list(nest.spatial)
     if len(spatial) < 2 or spatial[-1].extent < MIN_LANES:
         return None
-    if _lanes(spatial[-1].extent) is None or not _contiguous(inner.body.stmts[1], spatial[-1].var):
+    if _lanes(spatial[-1].extent) is None or not _contiguous(nest.update, spatial[-1].var):
         return None
     return WindowPlan(tuple(spatial), spatial[-2], spatial[-1])
 

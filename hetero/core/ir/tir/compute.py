@@ -160,15 +160,14 @@ def lower(name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Pri
     their consumers; other intermediate stages get a buffer allocated around the
     stages after them. Each remaining stage becomes a :class:`Block` of its name.
     """
-    order = _topological(outputs)
+    order = stages(outputs)
     missing = [t.name for t in order if t.is_placeholder and t not in inputs]
     if missing:
         raise ValueError(f"lower {name}: placeholders {missing} are not among the inputs")
     inlined = {t.buffer: t for t in order if t.inline and t not in outputs}
-    stages = [t for t in order if not t.is_placeholder and t.buffer not in inlined]
-    blocks = [_lower_stage(t, inlined) for t in stages]
-    body = seq(*blocks)
-    for t in reversed(stages):
+    kept = [t for t in order if not t.is_placeholder and t.buffer not in inlined]
+    body = seq(*(_lower_stage(t, inlined) for t in kept))
+    for t in reversed(kept):
         if t not in outputs:
             body = _allocate_around(t.buffer, body)
     return PrimFunc(name, tuple(t.buffer for t in inputs) + tuple(t.buffer for t in outputs), body)
@@ -178,7 +177,8 @@ def _allocate_around(buffer: Buffer, body: Stmt) -> Stmt:
     return Allocate(buffer, body)
 
 
-def _topological(outputs: Sequence[Tensor]) -> list[Tensor]:
+def stages(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """Every tensor ``outputs`` depend on, placeholders included, producers first."""
     order: list[Tensor] = []
     seen: set[int] = set()
 
