@@ -72,12 +72,25 @@ class UnknownBackendError(PluginError):
     """A backend name that no loaded plugin provides."""
 
 
+class PartitionError(HeteroError):
+    """A model cannot be split across the selected backends as asked (an override
+    naming an unknown node or a backend that refuses it, a node no backend takes)."""
+
+
 class ScheduleError(HeteroError):
     """A schedule primitive's precondition does not hold; the message names the block or loop."""
 
 
 class CodegenError(HeteroError):
     """A renderer cannot generate code for a function; the message names it and the construct."""
+
+
+class CacheError(HeteroError):
+    """The compile cache cannot key a compile (an option is not plain JSON data, a key is malformed)."""
+
+
+class MemoryPlanError(HeteroError):
+    """A memory plan does not fit its memory level, or was asked for with bad settings."""
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -19,6 +19,7 @@ from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
 from hetero.core.passes.pipeline import optimize
 from hetero.core.plugin.manager import get_backend
+from hetero.core.runtime.cache import open_cache
 from hetero.core.runtime.executable import Executable, Interface, Placement
 from hetero.errors import HeteroError, UnsupportedOpError
 
@@ -30,6 +31,7 @@ def compile_model(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     passes: Sequence[str] | None = None,
     dump: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Executable:
     """Compile ``model`` for ``targets`` and return an executable.
@@ -37,7 +39,9 @@ def compile_model(
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes here,
     each backend's own stages under a folder of its name). Other keyword options go
-    to the backends, which ignore what is not theirs.
+    to the backends, which ignore what is not theirs. ``cache`` names a compile-cache
+    folder (by default ``$HETERO_CACHE_DIR`` when set): a part compiled before with the
+    same graph, backend version and options is loaded from it instead of compiled.
 
     >>> exe = hetero.compile("resnet50.onnx", targets=["llvm_cpu"])   # doctest: +SKIP
     >>> outputs = exe.run({"data": x})                                # doctest: +SKIP
@@ -66,5 +70,10 @@ def compile_model(
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "graph.txt").write_text(str(graph) + "\n")
         backend_options["dump_dir"] = str(folder / backend.name)
-    part = backend.compile(graph, backend_options)
+    store = open_cache(cache)
+    # A dump asks for every stage, and only a real compile writes them.
+    if store is None or dump is not None:
+        part = backend.compile(graph, backend_options)
+    else:
+        part = store.compile(graph, backend, backend_options)
     return Executable(graph.name, Interface.of(graph), [Placement(backend.name, backend.version, part)])
