@@ -67,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --compare")
     run.add_argument("--json", action="store_true", help="print JSON for tools")
     run.set_defaults(func=_cmd_run)
+
+    part = subs.add_parser(
+        "partition", help="show how a model splits across backends, before compiling anything"
+    )
+    _add_model_arguments(part)
+    part.add_argument("--targets", default="llvm_cpu",
+                      help="comma-separated backends in priority order; llvm_cpu is the fallback")
+    part.add_argument("--policy", choices=["priority", "cost"], default="priority",
+                      help="first target that takes a node, or least estimated time (default priority)")
+    part.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
+                      help="pin a node (by name) or every node of an op type to a backend")
+    part.add_argument("--format", choices=["text", "json"], default="text", help="report format")
+    part.set_defaults(func=_cmd_partition)
     return parser
 
 
@@ -252,6 +265,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.report and args.targets != "reference":
             print(exe.report())
     return 0 if ok else 1
+
+
+def _cmd_partition(args: argparse.Namespace) -> int:
+    """Import, optimise and partition; print the partition report."""
+    import hetero
+    from hetero.core.partition import partition_graph
+    from hetero.core.plugin.manager import get_backend
+
+    overrides = {}
+    for item in args.override:
+        key, sep, backend = item.partition("=")
+        if not sep or not key or not backend:
+            raise UsageError(f"--override {item!r}: write NODE_OR_OP=BACKEND (e.g. Conv=npu_sim)")
+        overrides[key] = backend
+    names = [t for t in args.targets.split(",") if t]
+    if "llvm_cpu" not in names:
+        names.append("llvm_cpu")
+    graph = hetero.optimize(_load(args))
+    part = partition_graph(graph, [get_backend(n) for n in names], policy=args.policy,
+                           overrides=overrides)
+    print(part.to_json() if args.format == "json" else part.report())
+    return 0
 
 
 def _run_saved(args: argparse.Namespace) -> int:

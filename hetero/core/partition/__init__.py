@@ -1,0 +1,30 @@
+"""The partitioner: split a graph across the selected backends.
+
+``annotate`` → ``assign`` → ``merge_regions`` → ``return_small_regions`` →
+``find_transfers``, packaged as :func:`partition_graph`, which returns a
+:class:`Partition` with its report::
+
+    from hetero.core.plugin import get_backend
+    part = partition_graph(graph, [get_backend("npu_sim"), get_backend("llvm_cpu")])
+    print(part.report())
+    for region in part.regions:
+        sub = part.subgraph(region)   # what that region's backend compiles
+"""
+
+from hetero.core.partition.annotate import Annotation, Composite, annotate
+from hetero.core.partition.assign import POLICIES, Assignment, Choice, assign
+from hetero.core.partition.partition import Partition, partition_graph
+from hetero.core.partition.regions import (
+    DEFAULT_MIN_RATIO,
+    Region,
+    merge_regions,
+    quotient_graph,
+    return_small_regions,
+)
+from hetero.core.partition.transfers import Transfer, find_transfers
+
+__all__ = [
+    "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
+    "Partition", "Region", "Transfer", "annotate", "assign", "find_transfers", "merge_regions",
+    "partition_graph", "quotient_graph", "return_small_regions",
+]

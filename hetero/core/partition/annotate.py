@@ -1,0 +1,186 @@
+"""Annotate: ask every selected backend about every node, and about its composites.
+
+The first step of partitioning. Nothing is decided here: the annotation records each
+backend's answer (with the reason for a refusal) so that the assignment can choose
+and the report can say why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from hetero.core.ir.graph import Graph, Node
+from hetero.core.passes.pattern import Match, Op, Opt
+from hetero.core.plugin.backend import Backend, Pattern, Support
+from hetero.errors import PartitionError, PluginError
+
+
+@dataclass(frozen=True)
+class Composite:
+    """A match of a backend's :class:`~hetero.core.plugin.Pattern`, accepted or refused.
+
+    ``nodes`` are the names of the nodes the match covers, in graph order; ``root``
+    is the composite's last node. ``support`` is the pattern check's verdict.
+    """
+
+    backend: str
+    pattern: str
+    root: str
+    nodes: tuple[str, ...]
+    support: Support
+
+
+@dataclass(frozen=True, eq=False)
+class Annotation:
+    """What each backend said about each node of ``graph``.
+
+    ``backends`` keeps the order of the targets; ``support[node][backend]`` is the
+    backend's :class:`~hetero.core.plugin.Support` for the node;
+    ``composites`` lists every pattern match, accepted or refused, in the order found.
+    """
+
+    graph: Graph
+    backends: tuple[Backend, ...]
+    support: Mapping[str, Mapping[str, Support]]
+    composites: tuple[Composite, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The backend names, in the targets' order."""
+        return tuple(b.name for b in self.backends)
+
+    def backend(self, name: str) -> Backend:
+        """The annotated backend called ``name``."""
+        for b in self.backends:
+            if b.name == name:
+                return b
+        raise PartitionError(f"backend {name!r} was not annotated; the backends are {list(self.names)}")
+
+    def accepted(self) -> tuple[Composite, ...]:
+        """The composites whose backend accepted them."""
+        return tuple(c for c in self.composites if c.support.ok)
+
+    def takes(self, node: str, backend: str) -> bool:
+        """Whether ``backend`` takes ``node``, alone or inside a composite it accepted."""
+        if self.support[node][backend].ok:
+            return True
+        return any(c.backend == backend and node in c.nodes for c in self.accepted())
+
+    def reason(self, node: str, backend: str) -> str:
+        """Why ``backend`` does not take ``node`` (empty when it does)."""
+        return "" if self.takes(node, backend) else self.support[node][backend].reason
+
+
+def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
+    """Ask each of ``backends`` (the targets, in order) about every node of ``graph``.
+
+    A backend whose ``supports`` raises refuses the node, with the error as the reason
+    (a broken plugin must not take the compiler down, ARCHITECTURE.md rule 6).
+    """
+    names = [b.name for b in backends]
+    if len(set(names)) != len(names):
+        raise PartitionError(f"backends {names}: each backend may be selected once")
+    support: dict[str, dict[str, Support]] = {}
+    composites: list[Composite] = []
+    for node in graph.nodes:
+        support[node.name] = {b.name: _ask(b, node) for b in backends}
+    for backend in backends:
+        for pattern in backend.patterns:
+            for node in graph.nodes:
+                composites += _composites(backend, pattern, node)
+    return Annotation(graph, tuple(backends), support, tuple(composites))
+
+
+def _ask(backend: Backend, node: Node) -> Support:
+    try:
+        answer = backend.supports(node)
+    except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a refusal
+        return Support.no(f"{backend.name}.supports() raised {type(exc).__name__}: {exc}")
+    if not isinstance(answer, Support):
+        raise PluginError(
+            f"backend {backend.name!r}: supports({node.name}) returned {answer!r}; "
+            "return Support.yes() or Support.no(reason)"
+        )
+    return answer
+
+
+def _composites(backend: Backend, pattern: Pattern, node: Node) -> Iterator[Composite]:
+    try:
+        found = list(pattern.match(node))
+    except PluginError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing check refuses the match
+        yield Composite(backend.name, pattern.name, node.name, (node.name,),
+                        Support.no(f"pattern {pattern.name} raised {type(exc).__name__}: {exc}"))
+        return
+    for match, verdict in found:
+        covered = {id(n) for n in covered_nodes(pattern.pattern, match)}
+        members = _graph_order(node, covered)
+        outside = _reentry(members)
+        if verdict.ok and outside is not None:
+            # Compiled whole, the composite would need a value computed outside it
+            # from one of its own results: no execution order can run that.
+            verdict = Support.no(f"pattern {pattern.name} at {node.name} is not convex: node "
+                                 f"{outside.name} reads from it and feeds it")
+        yield Composite(backend.name, pattern.name, node.name,
+                        tuple(n.name for n in members), verdict)
+
+
+def covered_nodes(pattern: Op, match: Match) -> list[Node]:
+    """Every node a match covers: the root and each node an inner :class:`Op` matched.
+
+    Named or not, inner ops count. The walk re-matches each operand under the
+    match's own bindings, so it follows the same way the pattern fitted.
+    """
+    found: list[Node] = []
+
+    def walk(op: Op, node: Node) -> None:
+        found.append(node)
+        operands = list(node.inputs) + [None] * max(0, len(op.inputs) - len(node.inputs))
+        orders = [op.inputs] + ([op.inputs[::-1]] if op.commute else [])
+        for patterns in orders:
+            pairs = list(zip(patterns, operands))
+            if all(any(True for _ in p.match_value(v, match.bindings)) for p, v in pairs):
+                for p, v in pairs:
+                    inner = p.pattern if isinstance(p, Opt) else p
+                    if isinstance(inner, Op) and v is not None and v.producer is not None:
+                        walk(inner, v.producer)
+                return
+
+    walk(pattern, match.root)
+    return found
+
+
+def _graph_order(root: Node, covered: set[int]) -> list[Node]:
+    """The covered nodes in an order that respects their edges (producers first)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+
+    def visit(node: Node) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for v in node.inputs:
+            if v is not None and v.producer is not None and id(v.producer) in covered:
+                visit(v.producer)
+        order.append(node)
+
+    visit(root)
+    return order
+
+
+def _reentry(members: list[Node]) -> Node | None:
+    """An outside node on a path that leaves ``members`` and comes back, if any."""
+    inside = {id(n) for n in members}
+    starts = [u for n in members for v in n.outputs for u in v.users if id(u) not in inside]
+    for start in starts:
+        stack, seen = [start], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in inside:
+                return start
+            if id(node) not in seen:
+                seen.add(id(node))
+                stack += [u for v in node.outputs for u in v.users]
+    return None

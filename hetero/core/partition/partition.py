@@ -1,0 +1,150 @@
+"""The :class:`Partition` of a graph, and :func:`partition_graph`, which makes one.
+
+The steps, each its own module: :func:`~hetero.core.partition.annotate.annotate`
+asks the backends, :func:`~hetero.core.partition.assign.assign` chooses,
+:func:`~hetero.core.partition.regions.merge_regions` groups, and
+:func:`~hetero.core.partition.regions.return_small_regions` gives islands back to
+the fallback (regions are merged again after that, until nothing returns);
+:func:`~hetero.core.partition.transfers.find_transfers` lists the copies.
+"""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from hetero.core.ir.graph import Graph, Value
+from hetero.core.partition.annotate import annotate
+from hetero.core.partition.assign import Assignment, assign
+from hetero.core.partition.costs import estimate_seconds
+from hetero.core.partition.regions import (
+    DEFAULT_MIN_RATIO,
+    Region,
+    merge_regions,
+    quotient_graph,
+    return_small_regions,
+)
+from hetero.core.partition.subgraph import boundary, extract_subgraph
+from hetero.core.partition.transfers import Transfer, find_transfers
+from hetero.core.plugin.backend import Backend
+from hetero.errors import PartitionError
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """A graph split into regions, each owned by one backend, and the transfers between.
+
+    ``regions`` are in a valid execution order (a topological order of the quotient
+    graph); ``estimates`` maps region names to their backend's estimated seconds.
+    """
+
+    graph: Graph
+    assignment: Assignment
+    regions: tuple[Region, ...]
+    transfers: tuple[Transfer, ...]
+    estimates: Mapping[str, float] = field(default_factory=dict)
+
+    def region(self, name: str) -> Region:
+        """The region called ``name`` (``r0``, ``r1``...)."""
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise PartitionError(f"partition of {self.graph.name} has no region {name!r}; "
+                             f"it has {[r.name for r in self.regions]}")
+
+    def inputs(self, region: Region) -> list[Value]:
+        """The non-constant values ``region`` reads from outside itself."""
+        return boundary(self.graph, region.nodes)[0]
+
+    def outputs(self, region: Region) -> list[Value]:
+        """The values ``region`` produces for other regions or as graph outputs."""
+        return boundary(self.graph, region.nodes)[1]
+
+    def transfers_in(self, region: Region) -> list[Transfer]:
+        """The transfers into ``region``'s memory that it is the first to need."""
+        return [t for t in self.transfers if t.dst_region == region.name]
+
+    def transfers_out(self, region: Region) -> list[Transfer]:
+        """The transfers of values ``region`` produced, to other memories."""
+        return [t for t in self.transfers if t.src_region == region.name]
+
+    def subgraph(self, region: Region) -> Graph:
+        """A standalone graph of ``region``: what ``Backend.compile`` receives.
+
+        Its inputs and outputs carry the names of the values of :attr:`graph` they
+        stand for, and the constants it reads are copied in.
+        """
+        return extract_subgraph(self.graph, region.nodes, f"{self.graph.name}.{region.name}")
+
+    def quotient(self) -> nx.DiGraph:
+        """The regions as vertices, an edge wherever a value flows between two."""
+        return quotient_graph(self.regions)
+
+    def report(self) -> str:
+        """The text report: coverage, regions, transfers, and moved nodes with reasons."""
+        from hetero.core.partition.report import format_report
+
+        return format_report(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain data (what :meth:`to_json` prints)."""
+        from hetero.core.partition.report import describe
+
+        return describe(self)
+
+    def to_json(self) -> str:
+        """The report as JSON for tools; keys and lists come in a stable order. An
+        estimate a backend could not make (infinite) is written as null: JSON has no
+        infinity."""
+        import json
+
+        return json.dumps(_finite(self.to_dict()), indent=2, allow_nan=False)
+
+
+def _finite(data: Any) -> Any:
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_finite(v) for v in data]
+    return data
+
+
+def partition_graph(
+    graph: Graph,
+    backends: Sequence[Backend],
+    *,
+    policy: str = "priority",
+    overrides: Mapping[str, str] | None = None,
+    fallback: str = "llvm_cpu",
+    min_ratio: float = DEFAULT_MIN_RATIO,
+) -> Partition:
+    """Split ``graph`` across ``backends`` (the targets in order, the fallback among them).
+
+    ``policy``, ``overrides`` and ``fallback`` are as in
+    :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
+    :func:`~hetero.core.partition.regions.return_small_regions`. ``graph`` is not
+    modified.
+    """
+    by_name = {b.name: b for b in backends}
+    assignment = assign(annotate(graph, backends), policy, overrides, fallback)
+    regions = merge_regions(graph, assignment)
+    # Each round returns at least one region, so this ends within len(regions) rounds.
+    while True:
+        smaller = return_small_regions(graph, regions, assignment, min_ratio)
+        if all(smaller.backend_of(n) == assignment.backend_of(n) for n in assignment.choices):
+            break
+        assignment = smaller
+        regions = merge_regions(graph, assignment)
+    estimates = {
+        r.name: estimate_seconds(by_name[r.backend], extract_subgraph(graph, r.nodes, r.name))
+        for r in regions
+    }
+    transfers = find_transfers(graph, regions, by_name, fallback)
+    return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates)
