@@ -78,8 +78,29 @@ def build_parser() -> argparse.ArgumentParser:
                       help="first target that takes a node, or least estimated time (default priority)")
     part.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
                       help="pin a node (by name) or every node of an op type to a backend")
-    part.add_argument("--format", choices=["text", "json"], default="text", help="report format")
+    part.add_argument("--format", choices=["text", "json", "dot", "html"], default="text",
+                      help="report format: text, JSON for tools, Graphviz DOT, or a self-contained HTML page")
+    part.add_argument("--output", metavar="FILE", help="write the report to FILE instead of printing it")
     part.set_defaults(func=_cmd_partition)
+
+    compare = subs.add_parser(
+        "compare", help="run every region on its backend and on the reference; name the first "
+                        "region beyond tolerance"
+    )
+    _add_model_arguments(compare)
+    compare.add_argument("--targets", default="llvm_cpu",
+                         help="comma-separated backends in priority order; llvm_cpu is the fallback")
+    compare.add_argument("--policy", choices=["priority", "cost"], default="priority",
+                         help="first target that takes a node, or least estimated time (default priority)")
+    compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
+    compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
+    compare.add_argument("--random-weights", type=int, metavar="SEED",
+                         help="replace the model's weights by seeded random ones first")
+    compare.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                         help="an input array (default: seeded standard-normal data)")
+    compare.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
+    compare.add_argument("--json", action="store_true", help="print JSON for tools")
+    compare.set_defaults(func=_cmd_compare)
     return parser
 
 
@@ -285,8 +306,59 @@ def _cmd_partition(args: argparse.Namespace) -> int:
     graph = hetero.optimize(_load(args))
     part = partition_graph(graph, [get_backend(n) for n in names], policy=args.policy,
                            overrides=overrides)
-    print(part.to_json() if args.format == "json" else part.report())
+    if args.format == "dot":
+        from hetero.core.partition.dot import to_dot
+
+        text = to_dot(part)
+    elif args.format == "html":
+        from hetero.core.partition.html import to_html
+
+        text = to_html(part)
+    else:
+        text = part.to_json() if args.format == "json" else part.report()
+    if args.output:
+        try:
+            Path(args.output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output {args.output}: cannot write the report: {exc.strerror}") from None
+        print(f"wrote the {args.format} report of {graph.name} to {args.output}")
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Partition, then compare each region on its backend with the reference; exit 1 when
+    a region is beyond tolerance."""
+    import hetero
+    from hetero.core.frontend.light import resolve_model
+    from hetero.core.frontend.onnx import randomize_weights
+    from hetero.core.frontend.onnx.loader import read_model
+    from hetero.core.partition import partition_graph
+    from hetero.core.plugin.manager import get_backend
+    from hetero.core.runtime.compare import (
+        compare_regions,
+        describe_comparison,
+        format_comparison,
+    )
+
+    model = None
+    if args.random_weights is not None:
+        model = randomize_weights(read_model(resolve_model(args.model)).model, args.random_weights)
+    graph = hetero.optimize(_load(args, model))
+    names = [t for t in args.targets.split(",") if t]
+    if "llvm_cpu" not in names:
+        names.append("llvm_cpu")
+    part = partition_graph(graph, [get_backend(n) for n in names], policy=args.policy)
+    results = compare_regions(graph, part, _inputs(graph, args), rtol=args.rtol, atol=args.atol)
+    report = describe_comparison(results, args.rtol, args.atol)
+    if args.json:
+        print(json.dumps({"model": args.model, "targets": names, **report}, indent=2))
+    else:
+        print(f"model     {args.model}: {len(graph.nodes)} nodes in {len(part.regions)} region(s) "
+              f"over {', '.join(names)}")
+        print(format_comparison(results, args.rtol, args.atol))
+    return 0 if report["ok"] else 1
 
 
 def _run_saved(args: argparse.Namespace) -> int:

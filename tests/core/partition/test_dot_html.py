@@ -1,0 +1,196 @@
+"""to_dot() and to_html(), and `hetero partition --format dot|html --output FILE`.
+
+There is no Graphviz or browser here, so the DOT is checked by a small tokenizer
+(balanced braces, statements well formed, every edge end a defined node) and, where
+the ``dot`` binary exists, rendered too; the HTML is parsed with ``html.parser``,
+which must find every element closed in order and no external reference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from toyplugin import plugin_source, write_distribution
+
+import hetero
+from hetero import GraphBuilder
+from hetero.core.frontend.light import resolve_model
+from hetero.core.partition import partition_graph
+from hetero.core.partition.dot import FALLBACK_COLOR, PALETTE, TRANSFER_COLOR, to_dot
+from hetero.core.partition.html import to_html
+from hetero.core.plugin import get_backend
+
+TESTS = Path(__file__).parents[2]
+_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(->|[{}\[\];,=])|([A-Za-z_0-9.#]+))', re.DOTALL)
+
+
+def dot_check(text: str) -> tuple[set[str], list[tuple[str, str, str]]]:
+    """Tokenize DOT; check braces balance and edges join defined nodes.
+
+    Returns the defined node ids and the edges as (src, dst, attribute text).
+    """
+    tokens, pos = [], 0
+    while pos < len(text.rstrip()):
+        m = _TOKEN.match(text, pos)
+        assert m, f"DOT does not tokenize at {text[pos:pos + 40]!r}"
+        tokens.append(m.group(1) or m.group(2) or m.group(3))
+        pos = m.end()
+    depth = 0
+    for t in tokens:
+        depth += {"{": 1, "}": -1}.get(t, 0)
+        assert depth >= 0, "a } closes nothing"
+    assert depth == 0, "unbalanced braces"
+    assert tokens[:3] == ["digraph", tokens[1], "{"] and tokens[-1] == "}"
+    defined = {m.group(1) for m in re.finditer(r"^\s+(\w+) \[label=", text, re.MULTILINE)}
+    edges = [(m.group(1), m.group(2), m.group(3) or "")
+             for m in re.finditer(r"^\s+(\w+) -> (\w+)(?: \[(.*)\])?;$", text, re.MULTILINE)]
+    for src, dst, _ in edges:
+        assert src in defined and dst in defined, f"edge {src} -> {dst} names an undefined node"
+    return defined, edges
+
+
+class _Checker(HTMLParser):
+    VOID: ClassVar[set[str]] = {"meta", "br", "img", "hr", "link", "input", "rect", "line"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.text: list[str] = []
+        self.tags: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append(tag)
+        self.links += [v for k, v in attrs if k in ("src", "href") and v]
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self.tags.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def html_check(page: str) -> _Checker:
+    checker = _Checker()
+    checker.feed(page)
+    checker.close()
+    assert checker.stack == [], f"unclosed elements {checker.stack}"
+    assert page.startswith("<!DOCTYPE html>")
+    assert checker.links == [] and "url(" not in page and "<script" not in page
+    return checker
+
+
+def diamond_partition(site):
+    site.install("hetero-acc", "1.0", {"acc": plugin_source("acc", ops=("Relu", "Add"))})
+    site.load()
+    b = GraphBuilder("diamond")
+    x = b.input("x", (1, 256))
+    a = b.Relu(x, name="A")
+    b.output(b.Add(b.Neg(a, name="B"), b.Relu(a, name="C"), name="D"))
+    return partition_graph(b.build(), [get_backend("acc"), get_backend("llvm_cpu")], min_ratio=0)
+
+
+def test_dot_has_a_cluster_per_region_coloured_by_backend_and_red_transfers(site) -> None:
+    part = diamond_partition(site)
+    text = to_dot(part)
+    defined, edges = dot_check(text)
+    assert {"n0", "n1", "n2", "n3", "in0", "out0", "legend0", "legend1"} <= defined
+    for r in part.regions:
+        assert f"subgraph cluster_{r.name} {{" in text
+    assert 'label="r0 · acc · 2 node(s) · ' in text
+    assert f'legend0 [label="acc", fillcolor="{PALETTE[0]}"];' in text
+    assert f'legend1 [label="llvm_cpu (fallback)", fillcolor="{FALLBACK_COLOR}"];' in text
+    assert f'n0 [label="A\\nRelu", fillcolor="{PALETTE[0]}"];' in text
+    crossing = {(s, d) for s, d, attrs in edges if TRANSFER_COLOR in attrs}
+    # x comes from the host to acc, A goes to the CPU's B and B's result back to D on acc,
+    # and D's result returns to the host; A -> C stays inside acc.
+    assert crossing == {("in0", "n0"), ("n0", "n1"), ("n1", "n3"), ("n3", "out0")}
+    assert ("n0", "n2", "") in edges
+    assert 'label="A\\n1 KiB"' in text
+
+
+def test_html_is_well_formed_self_contained_and_says_what_the_report_says(site) -> None:
+    part = diamond_partition(site)
+    page = to_html(part)
+    checker = html_check(page)
+    text = " ".join(checker.text)
+    assert "Partition of diamond" in text
+    for heading in ("Regions in execution order", "Coverage", "Regions", "Transfers",
+                    "Not on the preferred backend (1 node(s))"):
+        assert heading in checker.text
+    assert "acc does not implement Neg" in text
+    assert checker.tags.count("svg") == 1 and checker.tags.count("rect") == len(part.regions)
+    assert f'<td style="background: {PALETTE[0]}">r0</td>' in page
+    assert f'<td style="background: {FALLBACK_COLOR}">r1</td>' in page
+    assert "<style>" in page and "<link" not in page
+
+
+def test_resnet50_dot_and_html_are_written_and_valid(site, tmp_path: Path) -> None:
+    site.install("hetero-cr", "1.0", {"cr": plugin_source("conv_relu", ops=("Conv", "Relu"))})
+    site.load()
+    graph = hetero.optimize(hetero.load_onnx(resolve_model("light:resnet50")))
+    part = partition_graph(graph, [get_backend("conv_relu"), get_backend("llvm_cpu")])
+    dot_path, html_path = tmp_path / "resnet50.dot", tmp_path / "resnet50.html"
+    dot_path.write_text(to_dot(part), encoding="utf-8")
+    html_path.write_text(to_html(part), encoding="utf-8")
+
+    defined, edges = dot_check(dot_path.read_text(encoding="utf-8"))
+    assert {f"n{i}" for i in range(len(graph.nodes))} <= defined
+    assert len([e for e in edges if TRANSFER_COLOR in e[2]]) >= len(part.transfers)
+    if shutil.which("dot"):
+        subprocess.run(["dot", "-Tsvg", str(dot_path), "-o", str(tmp_path / "r.svg")], check=True, timeout=60)
+
+    checker = html_check(html_path.read_text(encoding="utf-8"))
+    assert checker.tags.count("rect") == len(part.regions)
+    text = " ".join(checker.text)
+    assert all(r.name in checker.text for r in part.regions)
+    assert "conv_relu does not implement Add" in text
+
+
+@pytest.fixture(scope="module")
+def cli_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("site")
+    write_distribution(path, "hetero-cr", "1.0", {"cr": "dot_html_cli_plugin"},
+                       {"dot_html_cli_plugin": plugin_source("conv_relu", ops=("Conv", "Relu"))})
+    return path
+
+
+def hetero_partition(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
+    return subprocess.run([sys.executable, "-m", "hetero.cli", "partition", "light:squeezenet",
+                           "--targets", "conv_relu", *args],
+                          capture_output=True, text=True, env=environ, timeout=120, check=False)
+
+
+def test_cli_writes_dot_to_a_file_and_prints_html(cli_site: Path, tmp_path: Path) -> None:
+    out = tmp_path / "squeezenet.dot"
+    done = hetero_partition(cli_site, "--format", "dot", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote the dot report of squeezenet_old to {out}\n"
+    defined, _ = dot_check(out.read_text(encoding="utf-8"))
+    assert {f"n{i}" for i in range(67)} <= defined
+    page = hetero_partition(cli_site, "--format", "html")
+    assert page.returncode == 0, page.stderr
+    assert "conv_relu does not implement Concat" in " ".join(html_check(page.stdout).text)
+
+
+def test_cli_output_to_an_unwritable_place_is_a_clear_error(cli_site: Path, tmp_path: Path) -> None:
+    done = hetero_partition(cli_site, "--format", "html", "--output", str(tmp_path / "no" / "p.html"))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"hetero partition: error: --output {tmp_path / 'no' / 'p.html'}: "
+                                  "cannot write the report: No such file or directory")
