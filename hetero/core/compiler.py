@@ -1,15 +1,23 @@
 """``hetero.compile``: from a model to an :class:`~hetero.core.runtime.executable.Executable`.
 
-The steps: import (ONNX path, ModelProto or Graph), optimise, ask the target backend
-whether it takes every node, compile, and wrap the compiled part with its interface.
-Partitioning one model across several backends is the partitioner's job
-(``hetero/core/partition``); until it lands, one target compiles the whole graph.
+The steps: import (ONNX path, ModelProto or Graph), optimise, partition the graph
+across the targets (:func:`~hetero.core.partition.partition_graph`; ``llvm_cpu`` is
+the fallback and is appended when absent), compile every region's subgraph with its
+backend (through the compile cache), and wrap the compiled parts, in region order,
+with the transfers between them.
+
+Failure is contained (ARCHITECTURE.md rule 6): a node no target takes lands on the
+fallback, and a backend that raises while compiling a region has that region
+compiled by the fallback, with a :class:`CompileFallbackWarning` and the error in
+the report. ``strict=True`` turns either into an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
 import os
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,63 +25,163 @@ import onnx
 
 from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
+from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, partition_graph
 from hetero.core.passes.pipeline import optimize
+from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.cache import open_cache
-from hetero.core.runtime.executable import Executable, Interface, Placement
-from hetero.errors import HeteroError, UnsupportedOpError
+from hetero.core.runtime.cache import CompileCache, open_cache
+from hetero.core.runtime.executable import (
+    CompileFallback,
+    Executable,
+    Interface,
+    Placement,
+)
+from hetero.core.runtime.transfers import plan_transfers
+from hetero.errors import PluginError, UnsupportedOpError
+
+#: The backend that takes every op, and whatever the targets refuse or fail to compile.
+FALLBACK = "llvm_cpu"
+
+
+class CompileFallbackWarning(UserWarning):
+    """A backend raised while compiling a region; the fallback compiled it instead."""
 
 
 def compile_model(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
     targets: Sequence[str] = ("llvm_cpu",),
     *,
+    policy: str = "priority",
+    overrides: Mapping[str, str] | None = None,
+    strict: bool = False,
+    min_ratio: float = DEFAULT_MIN_RATIO,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     passes: Sequence[str] | None = None,
     dump: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Executable:
-    """Compile ``model`` for ``targets`` and return an executable.
+    """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
+
+    ``policy`` (``"priority"`` or ``"cost"``), ``overrides`` (node name or op type →
+    backend) and ``min_ratio`` go to the partitioner. When the first target takes
+    every node under the priority policy without overrides, the whole graph stays on
+    it, however small: the user asked for that backend, and there is no island to
+    weigh against its transfers. ``strict=True`` makes a node its preferred target
+    refuses an :class:`~hetero.errors.UnsupportedOpError` and a region its backend
+    fails to compile a :class:`~hetero.errors.PluginError`, instead of falling back.
 
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
-    ``dump`` names a folder that receives every stage (the graph after passes here,
-    each backend's own stages under a folder of its name). Other keyword options go
-    to the backends, which ignore what is not theirs. ``cache`` names a compile-cache
-    folder (by default ``$HETERO_CACHE_DIR`` when set): a part compiled before with the
-    same graph, backend version and options is loaded from it instead of compiled.
+    ``dump`` names a folder that receives every stage (the graph after passes and the
+    partition report here, each backend's own stages under a folder of its name, per
+    region when there are several). Other keyword options go to the backends, which
+    ignore what is not theirs. ``cache`` names a compile-cache folder (by default
+    ``$HETERO_CACHE_DIR`` when set): a part compiled before with the same subgraph,
+    backend version and options is loaded from it instead of compiled.
 
-    >>> exe = hetero.compile("resnet50.onnx", targets=["llvm_cpu"])   # doctest: +SKIP
-    >>> outputs = exe.run({"data": x})                                # doctest: +SKIP
+    >>> exe = hetero.compile("resnet50.onnx", targets=["npu_sim"])   # doctest: +SKIP
+    >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
+    >>> print(exe.report())                                          # doctest: +SKIP
     """
     graph = model if isinstance(model, Graph) else load_onnx(model, input_shapes)
     graph = optimize(graph, passes)
-    if isinstance(targets, str):
-        targets = [targets]
-    if len(targets) != 1:
-        raise HeteroError(
-            f"targets {list(targets)}: splitting one model across several backends needs the "
-            "partitioner, which hetero does not have yet; compile for one target"
-        )
-    backend = get_backend(targets[0])
-    refused = [(n, backend.supports(n)) for n in graph.nodes]
-    refused = [(n, s) for n, s in refused if not s.ok]
-    if refused:
-        listed = "; ".join(f"{n.name} ({n.op}): {s.reason}" for n, s in refused[:10])
-        more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
-        raise UnsupportedOpError(
-            f"backend {backend.name} refuses {len(refused)} node(s) of {graph.name}: {listed}{more}"
-        )
-    backend_options = dict(options)
-    if dump is not None:
-        folder = Path(dump)
+    names = [targets] if isinstance(targets, str) else list(targets)
+    if FALLBACK not in names:
+        names.append(FALLBACK)
+    backends = {name: get_backend(name) for name in names}
+    partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
+    if strict:
+        _refuse_fallbacks(partition, overrides or {})
+    folder = Path(dump) if dump is not None else None
+    if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "graph.txt").write_text(str(graph) + "\n")
-        backend_options["dump_dir"] = str(folder / backend.name)
+        (folder / "partition.txt").write_text(partition.report() + "\n")
     store = open_cache(cache)
-    # A dump asks for every stage, and only a real compile writes them.
-    if store is None or dump is not None:
-        part = backend.compile(graph, backend_options)
-    else:
-        part = store.compile(graph, backend, backend_options)
-    return Executable(graph.name, Interface.of(graph), [Placement(backend.name, backend.version, part)])
+    placements: list[Placement] = []
+    fallbacks: list[CompileFallback] = []
+    for name, backend_name, subgraph in _units(graph, partition):
+        backend = backends[backend_name]
+        where = None if folder is None else folder / backend.name
+        if where is not None and len(partition.regions) > 1:
+            where = where / name
+        try:
+            part = _compile(backend, subgraph, options, store, where)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if strict or backend.name == FALLBACK:
+                raise PluginError(
+                    f"backend {backend.name} failed to compile region {name} of {graph.name} "
+                    f"({len(subgraph.nodes)} node(s), first {subgraph.nodes[0].name}): {error}"
+                    + ("" if backend.name == FALLBACK else f"; without strict=True it falls back to {FALLBACK}")
+                ) from exc
+            fallback = backends[FALLBACK]
+            warnings.warn(f"backend {backend.name} failed to compile region {name} of "
+                          f"{graph.name}: {error}; {fallback.name} compiles it instead",
+                          CompileFallbackWarning, stacklevel=2)
+            fallbacks.append(CompileFallback(name, backend.name, fallback.name, error))
+            backend = fallback
+            where = None if folder is None else folder / fallback.name / name
+            part = _compile(backend, subgraph, options, store, where)
+        placements.append(Placement(backend.name, backend.version, part, name))
+    plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements])
+    for placement, steps in zip(placements, plan):
+        placement.transfers_in = tuple(steps)
+    return Executable(graph.name, Interface.of(graph), placements,
+                      partition=json.loads(partition.to_json()),
+                      partition_report=partition.report(), fallbacks=fallbacks)
+
+
+def _units(graph: Graph, partition: Partition) -> list[tuple[str, str, Graph]]:
+    """What to compile: ``(region name, backend, subgraph)`` in execution order.
+
+    When every region is on one backend (disconnected pieces of a graph make several),
+    the graph itself is compiled whole, its interface in its own order, as one unit
+    named after all its regions (``r0+r1``).
+    """
+    regions = partition.regions
+    if len({r.backend for r in regions}) == 1:
+        return [("+".join(r.name for r in regions), regions[0].backend, graph)]
+    return [(r.name, r.backend, partition.subgraph(r)) for r in regions]
+
+
+def _partition(graph: Graph, backends: Sequence[Backend], policy: str,
+               overrides: Mapping[str, str] | None, min_ratio: float) -> Partition:
+    """Partition ``graph``; keep it whole on the first target when that target takes it all."""
+    partition = partition_graph(graph, backends, policy=policy, overrides=overrides,
+                                fallback=FALLBACK, min_ratio=min_ratio)
+    annotation = partition.assignment.annotation
+    first = annotation.names[0]
+    whole = all(annotation.takes(n.name, first) for n in graph.nodes)
+    if policy == "priority" and not overrides and whole and partition.assignment.moved():
+        partition = partition_graph(graph, backends, policy=policy, fallback=FALLBACK, min_ratio=0.0)
+    return partition
+
+
+def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> None:
+    """Raise for every node off its preferred backend because that backend refused it."""
+    annotation = partition.assignment.annotation
+    refused = [c for c in partition.assignment.moved()
+               if c.node not in overrides and c.op not in overrides
+               and not annotation.takes(c.node, c.preferred)]
+    if refused:
+        preferred = refused[0].preferred
+        listed = "; ".join(f"{c.node} ({c.op}): {annotation.reason(c.node, c.preferred)}"
+                           for c in refused[:10])
+        more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
+        raise UnsupportedOpError(
+            f"backend {preferred} refuses {len(refused)} node(s) of {partition.graph.name}: "
+            f"{listed}{more}; strict=True forbids placing them elsewhere: drop strict to let "
+            f"{', '.join(sorted({c.backend for c in refused}))} take them"
+        )
+
+
+def _compile(backend: Backend, subgraph: Graph, options: Mapping[str, Any],
+             store: CompileCache | None, dump_dir: Path | None) -> CompiledPart:
+    """One region's compile, through the cache unless its stages are to be dumped."""
+    if dump_dir is not None:
+        # A dump asks for every stage, and only a real compile writes them.
+        return backend.compile(subgraph, {**options, "dump_dir": str(dump_dir)})
+    if store is None:
+        return backend.compile(subgraph, dict(options))
+    return store.compile(subgraph, backend, dict(options))

@@ -1,29 +1,33 @@
 """The executable: compiled parts run in order, profiled, saved to and loaded from one file.
 
-An :class:`Executable` holds the graph it was compiled from (for its interface) and
-a list of :class:`Placement` — one compiled part per region, with the backend that
-compiled it. ``run`` feeds each part the values it needs; ``report`` shows where the
-time went; ``save`` writes one zip file that :func:`load` turns back into an
-executable without recompiling (each backend rebuilds its parts from their
-artifacts).
+An :class:`Executable` holds the interface of the graph it was compiled from and
+a list of :class:`Placement` — one compiled part per region, in execution order,
+with the backend that compiled it and the transfers it needs first. ``run`` feeds
+each part the values it needs from its backend's memory space, performing the
+transfers between spaces (:mod:`hetero.core.runtime.transfers`); ``report`` shows
+the partition and where the time went, transfers included; ``save`` writes one zip
+file (every part's artifact, the partition summary, the transfers) that :func:`load`
+turns back into an executable without recompiling (each backend rebuilds its parts
+from their artifacts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 import io
 import json
 import os
 import time
-from typing import Any
 import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import CompiledPart
 from hetero.core.runtime.inputs import check_inputs
+from hetero.core.runtime.transfers import TransferStep, perform
 from hetero.errors import HeteroError, ModelLoadError
 
 FORMAT = "hetero-executable"
@@ -32,11 +36,30 @@ FORMAT_VERSION = 1
 
 @dataclass
 class Placement:
-    """One compiled part and the backend (name and version) that produced it."""
+    """One compiled part and the backend (name and version) that produced it.
+
+    ``region`` names the partition region it runs (``r0``...); ``transfers_in`` are
+    the copies into this backend's memory that must happen before it runs.
+    """
 
     backend: str
     backend_version: str
     part: CompiledPart
+    region: str = ""
+    transfers_in: tuple[TransferStep, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompileFallback:
+    """A region whose backend raised while compiling it, compiled by ``fallback`` instead."""
+
+    region: str
+    backend: str
+    fallback: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"{self.region}: {self.backend} raised {self.error}; compiled by {self.fallback} instead"
 
 
 @dataclass
@@ -67,12 +90,20 @@ class _Stats:
 
 @dataclass
 class Executable:
-    """A compiled model: ``run(inputs)``, ``report()``, ``save(path)``."""
+    """A compiled model: ``run(inputs)``, ``report()``, ``save(path)``.
+
+    ``partition`` is the partition report as data (``Partition.to_dict``, JSON-safe)
+    and ``partition_report`` its text; ``fallbacks`` lists the regions whose backend
+    failed to compile them.
+    """
 
     name: str
     interface: Interface
     placements: list[Placement]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
+    partition: dict[str, Any] = field(default_factory=dict)
+    partition_report: str = ""
+    fallbacks: list[CompileFallback] = field(default_factory=list)
     _stats: dict[str, _Stats] = field(default_factory=dict, repr=False)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -82,30 +113,50 @@ class Executable:
         extra, wrongly shaped or wrongly typed input is an InputError.
         """
         graph = self.interface.as_graph()
-        env: dict[str, np.ndarray] = dict(self.constants)
+        host: dict[str, np.ndarray] = dict(self.constants)
         for (name, _, _), array in zip(self.interface.inputs, check_inputs(graph, inputs)):
-            env[name] = array
+            host[name] = array
+        spaces: dict[str, dict[str, np.ndarray]] = {p.backend: {} for p in self.placements}
+        where: dict[str, str] = {}
+        several = len(self.placements) > 1
         for placement in self.placements:
+            for step in placement.transfers_in:
+                self._count(step.label, perform(step, spaces))
             part = placement.part
+            space = spaces[placement.backend]
             start = time.perf_counter()
-            results = part.run({n: env[n] for n in part.inputs})
+            results = part.run({n: space[n] if n in space else host[n] for n in part.inputs})
             elapsed = time.perf_counter() - start
-            env.update(results)
+            space.update(results)
+            where.update(dict.fromkeys(results, placement.backend))
+            # Kernel names are unique within a part, not across parts: prefix the region.
+            prefix = f"{placement.region} " if several else ""
             profile = getattr(part, "last_profile", None)
             for kernel, seconds in (profile or [(f"{placement.backend}:part", elapsed)]):
-                stats = self._stats.setdefault(kernel, _Stats())
-                stats.calls += 1
-                stats.seconds += seconds
-        return {name: env[name] for name, _, _ in self.interface.outputs}
+                self._count(prefix + kernel, seconds)
+        return {name: spaces[where[name]][name] if name in where else host[name]
+                for name, _, _ in self.interface.outputs}
+
+    def _count(self, entry: str, seconds: float) -> None:
+        stats = self._stats.setdefault(entry, _Stats())
+        stats.calls += 1
+        stats.seconds += seconds
 
     def report(self) -> str:
-        """Per-kernel time and share over every run so far, slowest first."""
+        """The partition report, any compile fallbacks, then per-kernel and per-transfer
+        time and share over every run so far, slowest first."""
+        lines = [self.partition_report, ""] if self.partition_report else []
+        if self.fallbacks:
+            lines += ["compile fallbacks", *(f"  {f}" for f in self.fallbacks), ""]
         if not self._stats:
-            return f"executable {self.name}: not run yet; call run() first"
+            return "\n".join([*lines, f"executable {self.name}: not run yet; call run() first"])
         total = sum(s.seconds for s in self._stats.values())
-        lines = [f"executable {self.name}: {len(self._stats)} kernels, "
-                 f"{total * 1e3:.3f} ms over {max(s.calls for s in self._stats.values())} run(s)",
-                 f"{'kernel':<48}{'calls':>6}{'ms/call':>10}{'share':>8}"]
+        moving = sum(s.seconds for k, s in self._stats.items() if k.startswith("transfer "))
+        lines += [f"executable {self.name}: {len(self._stats)} kernels, "
+                  f"{total * 1e3:.3f} ms over {max(s.calls for s in self._stats.values())} run(s)"
+                  + (f", of which transfers {moving * 1e3:.3f} ms ({moving / total if total else 0.0:.1%})"
+                     if moving else ""),
+                  f"{'kernel':<48}{'calls':>6}{'ms/call':>10}{'share':>8}"]
         for kernel, s in sorted(self._stats.items(), key=lambda kv: -kv[1].seconds):
             share = s.seconds / total if total else 0.0
             lines.append(f"{kernel[:47]:<48}{s.calls:>6}{s.seconds / s.calls * 1e3:>10.3f}{share:>8.1%}")
@@ -123,9 +174,13 @@ class Executable:
             "parts": [
                 {"backend": p.backend, "backend_version": p.backend_version,
                  "inputs": list(p.part.inputs), "outputs": list(p.part.outputs),
-                 "artifact": f"parts/{i}.bin"}
+                 "artifact": f"parts/{i}.bin", "region": p.region,
+                 "transfers_in": [[t.value, t.src, t.dst] for t in p.transfers_in]}
                 for i, p in enumerate(self.placements)
             ],
+            "partition": self.partition,
+            "partition_report": self.partition_report,
+            "fallbacks": [[f.region, f.backend, f.fallback, f.error] for f in self.fallbacks],
         }
         buffer = io.BytesIO()
         np.savez(buffer, **{f"c{i}": a for i, a in enumerate(self.constants.values())})
@@ -168,7 +223,12 @@ def load(path: str | os.PathLike[str]) -> Executable:
                     f"installed is {backend.version}; recompile the model"
                 )
             part = backend.load_artifact(zf.read(entry["artifact"]))
-            placements.append(Placement(entry["backend"], entry["backend_version"], part))
+            # Files saved before partitioned compiles lack the region keys: one part, no transfers.
+            steps = tuple(TransferStep(*t) for t in entry.get("transfers_in", ()))
+            placements.append(Placement(entry["backend"], entry["backend_version"], part,
+                                        entry.get("region", ""), steps))
     interface = Interface([(n, tuple(s), d) for n, s, d in manifest["inputs"]],
                           [(n, tuple(s), d) for n, s, d in manifest["outputs"]])
-    return Executable(manifest["name"], interface, placements, constants)
+    return Executable(manifest["name"], interface, placements, constants,
+                      manifest.get("partition", {}), manifest.get("partition_report", ""),
+                      [CompileFallback(*f) for f in manifest.get("fallbacks", ())])
