@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = subs.add_parser("compile", help="compile a model for a target and save the executable")
     _add_model_arguments(comp)
-    comp.add_argument("--targets", default="llvm_cpu", help="comma-separated backends (default llvm_cpu)")
+    _add_placement_arguments(comp)
+    comp.add_argument("--strict", action="store_true",
+                      help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
     comp.add_argument("-o", "--output", help="where to save the executable (default MODEL.hetero)")
     comp.add_argument("--dump", metavar="DIR", help="write every stage (graph, tensor IR, LLVM IR, assembly)")
     comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
@@ -51,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="compile (or load) and run a model, optionally comparing with onnxruntime"
     )
     _add_model_arguments(run)
-    run.add_argument("--targets", default="llvm_cpu",
-                     help="comma-separated backends, or 'reference' for the numpy reference executor")
+    _add_placement_arguments(run, extra="; or 'reference' for the numpy reference executor")
+    run.add_argument("--strict", action="store_true",
+                     help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
     run.add_argument("--repeat", type=int, default=1, help="runs to time (the median is reported)")
     run.add_argument("--report", action="store_true", help="print the per-kernel time report")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
@@ -72,12 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         "partition", help="show how a model splits across backends, before compiling anything"
     )
     _add_model_arguments(part)
-    part.add_argument("--targets", default="llvm_cpu",
-                      help="comma-separated backends in priority order; llvm_cpu is the fallback")
-    part.add_argument("--policy", choices=["priority", "cost"], default="priority",
-                      help="first target that takes a node, or least estimated time (default priority)")
-    part.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
-                      help="pin a node (by name) or every node of an op type to a backend")
+    _add_placement_arguments(part)
     part.add_argument("--format", choices=["text", "json", "dot", "html"], default="text",
                       help="report format: text, JSON for tools, Graphviz DOT, or a self-contained HTML page")
     part.add_argument("--output", metavar="FILE", help="write the report to FILE instead of printing it")
@@ -88,10 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "region beyond tolerance"
     )
     _add_model_arguments(compare)
-    compare.add_argument("--targets", default="llvm_cpu",
-                         help="comma-separated backends in priority order; llvm_cpu is the fallback")
-    compare.add_argument("--policy", choices=["priority", "cost"], default="priority",
-                         help="first target that takes a node, or least estimated time (default priority)")
+    _add_placement_arguments(compare)
     compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
     compare.add_argument("--random-weights", type=int, metavar="SEED",
@@ -102,6 +97,26 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print JSON for tools")
     compare.set_defaults(func=_cmd_compare)
     return parser
+
+
+def _add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") -> None:
+    parser.add_argument("--targets", default="llvm_cpu",
+                        help=f"comma-separated backends in priority order; llvm_cpu is the fallback{extra}")
+    parser.add_argument("--policy", choices=["priority", "cost"], default="priority",
+                        help="first target that takes a node, or least estimated time (default priority)")
+    parser.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
+                        help="pin a node (by name) or every node of an op type to a backend")
+
+
+def _placement(args: argparse.Namespace) -> dict[str, object]:
+    """The compile/partition keywords the placement arguments ask for."""
+    overrides = {}
+    for item in args.override:
+        key, sep, backend = item.partition("=")
+        if not sep or not key or not backend:
+            raise UsageError(f"--override {item!r}: write NODE_OR_OP=BACKEND (e.g. Conv=npu_sim)")
+        overrides[key] = backend
+    return {"policy": args.policy, "overrides": overrides}
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,11 +232,16 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
     options = {"aot": args.aot} if args.aot else {}
-    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump, **options)
+    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump,
+                         strict=args.strict, **_placement(args), **options)
     seconds = time.perf_counter() - start
     output = args.output or f"{Path(path).stem}.hetero"
     exe.save(output)
     kernels = sum(len(getattr(p.part, "steps", ())) for p in exe.placements)
+    if exe.partition_report:
+        print(exe.partition_report + "\n")
+    for fallback in exe.fallbacks:
+        print(f"fallback  {fallback}")
     print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels")
     print(f"saved     {output}" + (f"\ndumped    every stage under {args.dump}" if args.dump else ""))
     return 0
@@ -263,7 +283,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return hetero.run_reference(graph, inputs)
     else:
         start = time.perf_counter()
-        exe = hetero.compile(graph, targets=args.targets.split(","), passes=[])
+        exe = hetero.compile(graph, targets=args.targets.split(","), passes=[], strict=args.strict,
+                             **_placement(args))
         report["compile_s"] = time.perf_counter() - start
         report["executor"] = args.targets
 
@@ -294,18 +315,11 @@ def _cmd_partition(args: argparse.Namespace) -> int:
     from hetero.core.partition import partition_graph
     from hetero.core.plugin.manager import get_backend
 
-    overrides = {}
-    for item in args.override:
-        key, sep, backend = item.partition("=")
-        if not sep or not key or not backend:
-            raise UsageError(f"--override {item!r}: write NODE_OR_OP=BACKEND (e.g. Conv=npu_sim)")
-        overrides[key] = backend
     names = [t for t in args.targets.split(",") if t]
     if "llvm_cpu" not in names:
         names.append("llvm_cpu")
     graph = hetero.optimize(_load(args))
-    part = partition_graph(graph, [get_backend(n) for n in names], policy=args.policy,
-                           overrides=overrides)
+    part = partition_graph(graph, [get_backend(n) for n in names], **_placement(args))
     if args.format == "dot":
         from hetero.core.partition.dot import to_dot
 
@@ -349,7 +363,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     names = [t for t in args.targets.split(",") if t]
     if "llvm_cpu" not in names:
         names.append("llvm_cpu")
-    part = partition_graph(graph, [get_backend(n) for n in names], policy=args.policy)
+    part = partition_graph(graph, [get_backend(n) for n in names], **_placement(args))
     results = compare_regions(graph, part, _inputs(graph, args), rtol=args.rtol, atol=args.atol)
     report = describe_comparison(results, args.rtol, args.atol)
     if args.json:

@@ -135,3 +135,25 @@ def test_run_on_the_reference_executor(tmp_path: Path, capsys: pytest.CaptureFix
 def test_aot_needs_a_dump_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "compile", str(_relu_model(tmp_path)), "--aot", "aarch64-unknown-linux-gnu")
     assert code == 2 and "--dump" in err
+
+
+def test_compile_across_targets_prints_the_partition_and_strict_refuses(
+        site, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from toyplugin import plugin_source
+
+    site.install("hetero-toy", "1.0", {"toy": plugin_source("toy_cpu", ops=("Relu",))})
+    site.load()
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                               helper.make_node("Tanh", ["r"], ["y"], name="tanh")], "g",
+                              [vi("x", onnx.TensorProto.FLOAT, [64, 64])],
+                              [vi("y", onnx.TensorProto.FLOAT, [64, 64])])
+    path = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    code, out, err = run_cli(capsys, "compile", str(path), "--targets", "toy_cpu",
+                             "-o", str(tmp_path / "two.hetero"), "--policy", "priority")
+    assert code == 0, err
+    assert "toy_cpu" in out and "llvm_cpu" in out and "tanh" in out and "compiled" in out
+    code, _, err = run_cli(capsys, "compile", str(path), "--targets", "toy_cpu", "--strict",
+                           "-o", str(tmp_path / "strict.hetero"))
+    assert code == 2 and "tanh (Tanh): toy_cpu does not implement Tanh" in err
