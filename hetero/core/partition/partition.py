@@ -5,7 +5,8 @@ asks the backends, :func:`~hetero.core.partition.assign.assign` chooses,
 :func:`~hetero.core.partition.regions.merge_regions` groups, and
 :func:`~hetero.core.partition.regions.return_small_regions` gives islands back to
 the fallback (regions are merged again after that, until nothing returns);
-:func:`~hetero.core.partition.transfers.find_transfers` lists the copies.
+:func:`~hetero.core.partition.transfers.find_transfers` lists the copies, and
+:func:`plan_partition_memory` plans each backend's arena of intermediates.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import networkx as nx
 
 from hetero.core.ir.graph import Graph, Value
+from hetero.core.memory.planner import MemoryPlan, plan_memory_spaces
 from hetero.core.partition.annotate import annotate
 from hetero.core.partition.assign import Assignment, assign
 from hetero.core.partition.costs import estimate_seconds
@@ -40,7 +42,9 @@ class Partition:
     """A graph split into regions, each owned by one backend, and the transfers between.
 
     ``regions`` are in a valid execution order (a topological order of the quotient
-    graph); ``estimates`` maps region names to their backend's estimated seconds.
+    graph); ``estimates`` maps region names to their backend's estimated seconds;
+    ``memory`` maps each memory space (a backend's name) to the plan of the
+    intermediates its regions produce (see :func:`plan_partition_memory`).
     """
 
     graph: Graph
@@ -48,6 +52,7 @@ class Partition:
     regions: tuple[Region, ...]
     transfers: tuple[Transfer, ...]
     estimates: Mapping[str, float] = field(default_factory=dict)
+    memory: Mapping[str, MemoryPlan] = field(default_factory=dict)
 
     def region(self, name: str) -> Region:
         """The region called ``name`` (``r0``, ``r1``...)."""
@@ -86,7 +91,7 @@ class Partition:
         return quotient_graph(self.regions)
 
     def report(self) -> str:
-        """The text report: coverage, regions, transfers, and moved nodes with reasons."""
+        """The text report: coverage, regions, transfers, memory, and moved nodes with reasons."""
         from hetero.core.partition.report import format_report
 
         return format_report(self)
@@ -116,6 +121,27 @@ def _finite(data: Any) -> Any:
     return data
 
 
+def plan_partition_memory(
+    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Backend], *, alignment: int = 64,
+) -> dict[str, MemoryPlan]:
+    """One arena per backend: each intermediate lives in the memory of the region producing it.
+
+    A space is named after its backend and must fit that backend's outermost memory
+    level, else MemoryPlanError names the space and its largest live tensors.
+    Liveness follows the regions' execution order, which may differ from the order
+    of ``graph.nodes`` (a diamond runs ``A, C`` before ``B``). Spaces come sorted by
+    name; ``graph`` is not modified.
+    """
+    owner = {n.name: r.backend for r in regions for n in r.nodes}
+    position = {n.name: i for i, n in enumerate(n for r in regions for n in r.nodes)}
+    ordered = graph.copy()
+    ordered.nodes.sort(key=lambda n: position[n.name])
+    levels = {name: backends[name].memory.outermost for name in sorted(set(owner.values()))}
+    plans = plan_memory_spaces(ordered, lambda v: owner[v.producer.name], alignment=alignment,
+                               levels=levels)
+    return dict(sorted(plans.items()))
+
+
 def partition_graph(
     graph: Graph,
     backends: Sequence[Backend],
@@ -130,7 +156,8 @@ def partition_graph(
     ``policy``, ``overrides`` and ``fallback`` are as in
     :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
     :func:`~hetero.core.partition.regions.return_small_regions`. ``graph`` is not
-    modified.
+    modified. Raises MemoryPlanError when a backend's intermediates do not fit its
+    memory (see :func:`plan_partition_memory`).
     """
     by_name = {b.name: b for b in backends}
     assignment = assign(annotate(graph, backends), policy, overrides, fallback)
@@ -147,4 +174,5 @@ def partition_graph(
         for r in regions
     }
     transfers = find_transfers(graph, regions, by_name, fallback)
-    return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates)
+    memory = plan_partition_memory(graph, regions, by_name)
+    return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates, memory)

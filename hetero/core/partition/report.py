@@ -1,8 +1,9 @@
 """The partition report: a text form for people and a dict (JSON) form for tools.
 
 Both say the same things in a stable order: the ops × backends coverage, every region
-(backend, nodes, estimated time, transfers in and out), every transfer, and every
-node that did not land on its preferred backend, with the reason.
+(backend, nodes, estimated time, transfers in and out), every transfer, the memory
+plan of each space, and every node that did not land on its preferred backend, with
+the reason.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def describe(part: Partition) -> dict[str, Any]:
             for r in part.regions
         ],
         "transfers": [transfer(t) for t in part.transfers],
+        "memory": [
+            {"space": space, "planned_bytes": plan.arena_bytes, "naive_bytes": plan.naive_bytes,
+             "lower_bound_bytes": plan.lower_bound_bytes, "ratio": plan.ratio,
+             "tensors": len(plan.allocations)}
+            for space, plan in part.memory.items()
+        ],
         "not_preferred": [
             {"node": c.node, "op": c.op, "backend": c.backend, "preferred": c.preferred,
              "reason": c.reason}
@@ -101,6 +108,15 @@ def format_report(part: Partition) -> str:
         rows += [[t.value, f"{t.src_backend} ({t.src_region or 'input'})",
                   f"{t.dst_backend} ({t.dst_region or 'output'})", format_bytes(t.nbytes),
                   _us(t.est_seconds)] for t in part.transfers]
+        lines += _table(rows)
+    else:
+        lines.append("  none")
+    lines += ["", "memory (one arena of intermediates per space)"]
+    if data["memory"]:
+        rows = [["space", "tensors", "planned", "naive sum", "lower bound", "planned/lower"]]
+        rows += [[m["space"], str(m["tensors"]), format_bytes(m["planned_bytes"]),
+                  format_bytes(m["naive_bytes"]), format_bytes(m["lower_bound_bytes"]),
+                  f"{m['ratio']:.3f}"] for m in data["memory"]]
         lines += _table(rows)
     else:
         lines.append("  none")
