@@ -127,7 +127,9 @@ def compile_model(
     plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements])
     for placement, steps in zip(placements, plan):
         placement.transfers_in = tuple(steps)
-    return Executable(graph.name, Interface.of(graph), placements,
+    # An output that is a constant (a folded Shape, say) is computed by no region.
+    constants = {v.name: v.data for v in graph.outputs if v.data is not None}
+    return Executable(graph.name, Interface.of(graph), placements, constants,
                       partition=json.loads(partition.to_json()),
                       partition_report=partition.report(), fallbacks=fallbacks)
 

@@ -95,3 +95,16 @@ def test_dump_adds_ahead_of_time_code_for_another_target(tmp_path: Path) -> None
     aot = tmp_path / "llvm_cpu" / "aot"
     assert (aot / "conv.o").read_bytes()[:4] == b"\x7fELF"
     assert "fmla" in (aot / "conv.s").read_text() or "fmul" in (aot / "conv.s").read_text()
+
+
+def test_outputs_computed_by_no_node_still_come_out(tmp_path: Path) -> None:
+    g = Graph("folded")
+    x = g.add_input("x", (2, 3), "float32")
+    g.set_outputs([g.add_constant(np.array([2, 3], np.int64), "shape"), x])
+    exe = hetero.compile(g, targets=["llvm_cpu"])
+    data = np.ones((2, 3), np.float32)
+    exe.save(tmp_path / "f.hetero")
+    for candidate in (exe, hetero.load(tmp_path / "f.hetero")):
+        out = candidate.run({"x": data})
+        np.testing.assert_array_equal(out["shape"], [2, 3])
+        np.testing.assert_array_equal(out["x"], data)
