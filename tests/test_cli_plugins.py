@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 import subprocess
-import sys
 
 import pytest
 
 from hetero.core.plugin import PluginSet
 from hetero.core.plugin.listing import format_plugins
-from toyplugin import plugin_source, write_distribution
+from toyplugin import plugin_source, run_hetero, write_distribution
 
-TESTS = Path(__file__).parent
 
 
 @pytest.fixture
@@ -30,14 +27,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
-    # toyplugin (the backend the plugins instantiate) lives beside this file.
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "hetero.cli", "plugins", *args],
-        capture_output=True, text=True, env=environ, timeout=60,
-    )
+    return run_hetero(site, "plugins", *args, **env)
 
 
 def test_table_lists_the_plugin_and_reports_the_broken_one(site: Path) -> None:

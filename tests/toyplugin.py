@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import json
+import os
 from pathlib import Path
+import subprocess
+import sys
 import textwrap
 from typing import Any
 
@@ -191,3 +194,13 @@ def write_project(root: Path, dist: str, version: str, module: str, source: str,
         version = "{version}"
         """))
     return root
+
+
+def run_hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hetero.cli ARGS`` in a fresh process that sees the plugins installed in
+    ``site`` (and this folder, for :mod:`toyplugin`), with no HETERO_* variable but ``env``."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).parent)])
+    environ.update(env)
+    return subprocess.run([sys.executable, "-m", "hetero.cli", *args],
+                          capture_output=True, text=True, env=environ, timeout=120, check=False)

@@ -8,17 +8,15 @@ which must find every element closed in order and no external reference.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from toyplugin import plugin_source, write_distribution
+from toyplugin import plugin_source, run_hetero, write_distribution
 
 import hetero
 from hetero import GraphBuilder
@@ -28,7 +26,6 @@ from hetero.core.partition.dot import FALLBACK_COLOR, PALETTE, TRANSFER_COLOR, t
 from hetero.core.partition.html import to_html
 from hetero.core.plugin import get_backend
 
-TESTS = Path(__file__).parents[2]
 _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(->|[{}\[\];,=])|([A-Za-z_0-9.#]+))', re.DOTALL)
 
 
@@ -170,11 +167,7 @@ def cli_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def hetero_partition(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
-    return subprocess.run([sys.executable, "-m", "hetero.cli", "partition", "light:squeezenet",
-                           "--targets", "conv_relu", *args],
-                          capture_output=True, text=True, env=environ, timeout=120, check=False)
+    return run_hetero(site, "partition", "light:squeezenet", "--targets", "conv_relu", *args)
 
 
 def test_cli_writes_dot_to_a_file_and_prints_html(cli_site: Path, tmp_path: Path) -> None:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import networkx as nx
 import pytest
-from toyplugin import plugin_source, write_distribution
+from toyplugin import plugin_source, run_hetero, write_distribution
 
-TESTS = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +21,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def hetero(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
-    return subprocess.run([sys.executable, "-m", "hetero.cli", "partition", *args],
-                          capture_output=True, text=True, env=environ, timeout=120, check=False)
+    return run_hetero(site, "partition", *args)
 
 
 def test_text_report_shows_coverage_regions_transfers_and_reasons(site: Path) -> None:

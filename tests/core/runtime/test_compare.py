@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from models import tiny_model
-from toyplugin import plugin_source, write_distribution
+from toyplugin import plugin_source, run_hetero, write_distribution
 
 from hetero import GraphBuilder
 from hetero.core.partition import partition_graph
@@ -31,7 +29,6 @@ from hetero.core.runtime.compare import (
 )
 from hetero.errors import PartitionError
 
-TESTS = Path(__file__).parents[2]
 
 #: A plugin whose Relu kernel is wrong by exactly 1; every other op is right.
 WRONG_RELU = textwrap.dedent("""\
@@ -190,10 +187,7 @@ def cli_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def hetero(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
-    environ["PYTHONPATH"] = os.pathsep.join([str(site), str(TESTS)])
-    return subprocess.run([sys.executable, "-m", "hetero.cli", "compare", str(site / "chain.onnx"), *args],
-                          capture_output=True, text=True, env=environ, timeout=120, check=False)
+    return run_hetero(site, "compare", str(site / "chain.onnx"), *args)
 
 
 def test_cli_text_names_the_first_region_beyond_tolerance_and_exits_1(cli_site: Path) -> None:
