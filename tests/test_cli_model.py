@@ -19,6 +19,18 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+def _relu_model(tmp_path: Path, shape: list[int | str] | None = None) -> Path:
+    """A one-Relu model of ``shape`` (a str is a dynamic dim) saved in ``tmp_path``."""
+    shape = shape or [2, 3]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [vi("x", onnx.TensorProto.FLOAT, shape)],
+                              [vi("y", onnx.TensorProto.FLOAT, shape)])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
 def test_inspect_reports_ops_parameters_and_flops(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "inspect", "light:squeezenet", "--json")
     assert code == 0
@@ -67,12 +79,7 @@ def test_run_matches_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_run_reads_inputs_from_npy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [vi("x", onnx.TensorProto.FLOAT, ["n", 3])],
-                              [vi("y", onnx.TensorProto.FLOAT, ["n", 3])])
-    path = tmp_path / "relu.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    path = _relu_model(tmp_path, ["n", 3])
     np.save(tmp_path / "x.npy", np.array([[-1, 2, -3]], np.float32))
     code, out, _ = run_cli(capsys, "run", str(path), "--input-shape", "x=1,3",
                            "--input", f"x={tmp_path / 'x.npy'}", "--compare", "onnxruntime")
@@ -81,12 +88,7 @@ def test_run_reads_inputs_from_npy(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_dynamic_shape_without_input_shape_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [vi("x", onnx.TensorProto.FLOAT, ["n", 3])],
-                              [vi("y", onnx.TensorProto.FLOAT, ["n", 3])])
-    path = tmp_path / "relu.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    path = _relu_model(tmp_path, ["n", 3])
     code, out, err = run_cli(capsys, "run", str(path))
     assert code == 2
     assert "input_shapes" in err and "'x'" in err and "Traceback" not in err
@@ -102,16 +104,6 @@ def test_bad_arguments_give_one_line_errors(argv: list[str], message: str,
     code, _, err = run_cli(capsys, *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
-
-
-def _relu_model(tmp_path: Path) -> Path:
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [vi("x", onnx.TensorProto.FLOAT, [2, 3])],
-                              [vi("y", onnx.TensorProto.FLOAT, [2, 3])])
-    path = tmp_path / "relu.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
-    return path
 
 
 def test_compile_saves_an_executable_that_run_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
