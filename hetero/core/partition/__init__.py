@@ -1,7 +1,7 @@
 """The partitioner: split a graph across the selected backends.
 
 ``annotate`` → ``assign`` → ``merge_regions`` → ``return_small_regions`` →
-``find_transfers``, packaged as :func:`partition_graph`, which returns a
+``find_transfers`` → ``fit_memory``, packaged as :func:`partition_graph`, which returns a
 :class:`Partition` with its report::
 
     from hetero.core.plugin import get_backend
@@ -13,6 +13,7 @@
 
 from hetero.core.partition.annotate import Annotation, Composite, annotate
 from hetero.core.partition.assign import POLICIES, Assignment, Choice, assign
+from hetero.core.partition.fit import fit_memory, plan_partition_memory
 from hetero.core.partition.partition import Partition, partition_graph
 from hetero.core.partition.regions import (
     DEFAULT_MIN_RATIO,
@@ -25,6 +26,6 @@ from hetero.core.partition.transfers import Transfer, find_transfers
 
 __all__ = [
     "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
-    "Partition", "Region", "Transfer", "annotate", "assign", "find_transfers", "merge_regions",
-    "partition_graph", "quotient_graph", "return_small_regions",
+    "Partition", "Region", "Transfer", "annotate", "assign", "find_transfers", "fit_memory",
+    "merge_regions", "partition_graph", "plan_partition_memory", "quotient_graph", "return_small_regions",
 ]

@@ -6,7 +6,8 @@ asks the backends, :func:`~hetero.core.partition.assign.assign` chooses,
 :func:`~hetero.core.partition.regions.return_small_regions` gives islands back to
 the fallback (regions are merged again after that, until nothing returns);
 :func:`~hetero.core.partition.transfers.find_transfers` lists the copies, and
-:func:`plan_partition_memory` plans each backend's arena of intermediates.
+:func:`~hetero.core.partition.fit.plan_partition_memory` plans each backend's arena of
+intermediates, handing work back to the fallback where an arena overflows its memory.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import Any
 import networkx as nx
 
 from hetero.core.ir.graph import Graph, Value
-from hetero.core.memory.planner import MemoryPlan, plan_memory_spaces
+from hetero.core.memory.planner import MemoryPlan
 from hetero.core.partition.annotate import annotate
 from hetero.core.partition.assign import Assignment, assign
 from hetero.core.partition.costs import estimate_seconds
+from hetero.core.partition.fit import fit_memory, plan_partition_memory
 from hetero.core.partition.regions import (
     DEFAULT_MIN_RATIO,
     Region,
@@ -121,27 +123,6 @@ def _finite(data: Any) -> Any:
     return data
 
 
-def plan_partition_memory(
-    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Backend], *, alignment: int = 64,
-) -> dict[str, MemoryPlan]:
-    """One arena per backend: each intermediate lives in the memory of the region producing it.
-
-    A space is named after its backend and must fit that backend's outermost memory
-    level, else MemoryPlanError names the space and its largest live tensors.
-    Liveness follows the regions' execution order, which may differ from the order
-    of ``graph.nodes`` (a diamond runs ``A, C`` before ``B``). Spaces come sorted by
-    name; ``graph`` is not modified.
-    """
-    owner = {n.name: r.backend for r in regions for n in r.nodes}
-    position = {n.name: i for i, n in enumerate(n for r in regions for n in r.nodes)}
-    ordered = graph.copy()
-    ordered.nodes.sort(key=lambda n: position[n.name])
-    levels = {name: backends[name].memory.outermost for name in sorted(set(owner.values()))}
-    plans = plan_memory_spaces(ordered, lambda v: owner[v.producer.name], alignment=alignment,
-                               levels=levels)
-    return dict(sorted(plans.items()))
-
-
 def partition_graph(
     graph: Graph,
     backends: Sequence[Backend],
@@ -156,23 +137,28 @@ def partition_graph(
     ``policy``, ``overrides`` and ``fallback`` are as in
     :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
     :func:`~hetero.core.partition.regions.return_small_regions`. ``graph`` is not
-    modified. Raises MemoryPlanError when a backend's intermediates do not fit its
-    memory (see :func:`plan_partition_memory`).
+    modified. A backend whose intermediates do not fit its memory hands work back to
+    the fallback (:func:`~hetero.core.partition.fit.fit_memory`); MemoryPlanError
+    when that cannot make them fit.
     """
     by_name = {b.name: b for b in backends}
     assignment = assign(annotate(graph, backends), policy, overrides, fallback)
-    regions = merge_regions(graph, assignment)
-    # Each round returns at least one region, so this ends within len(regions) rounds.
-    while True:
-        smaller = return_small_regions(graph, regions, assignment, min_ratio)
-        if all(smaller.backend_of(n) == assignment.backend_of(n) for n in assignment.choices):
-            break
-        assignment = smaller
+
+    def regroup(assignment: Assignment) -> tuple[Assignment, list[Region]]:
         regions = merge_regions(graph, assignment)
+        # Each round returns at least one region, so this ends within len(regions) rounds.
+        while True:
+            smaller = return_small_regions(graph, regions, assignment, min_ratio)
+            if all(smaller.backend_of(n) == assignment.backend_of(n) for n in assignment.choices):
+                return assignment, regions
+            assignment = smaller
+            regions = merge_regions(graph, assignment)
+
+    assignment, regions = regroup(assignment)
+    assignment, regions, memory = fit_memory(graph, assignment, regions, by_name, regroup)
     estimates = {
         r.name: estimate_seconds(by_name[r.backend], extract_subgraph(graph, r.nodes, r.name))
         for r in regions
     }
     transfers = find_transfers(graph, regions, by_name, fallback)
-    memory = plan_partition_memory(graph, regions, by_name)
     return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates, memory)

@@ -49,14 +49,34 @@ def diamond(order: tuple[str, ...]):
     return b.build()
 
 
-def test_a_plan_that_does_not_fit_names_the_space_and_its_tensors(site) -> None:
-    backends = install(site, capacity="1024")
+def test_a_plan_that_cannot_be_made_to_fit_names_the_space_and_its_tensors(site) -> None:
+    # acc is its own fallback here, so no other backend can take its tensors.
+    backends = install(site, capacity="1024", ops=("Relu", "Add", "Neg"))
     with pytest.raises(MemoryPlanError) as err:
-        partition_graph(chain(), backends, min_ratio=0)
+        partition_graph(chain(), backends[:1], fallback="acc", min_ratio=0)
     message = str(err.value)
     assert "memory space 'acc' needs" in message
     assert "memory level 'DRAM' holds 1 KiB (1024 bytes)" in message
     assert "relu0 (4 KiB), relu1 (4 KiB)" in message
+
+
+def test_an_overfull_backend_hands_its_peak_tensors_producers_to_the_fallback(site) -> None:
+    # Two 4 KiB tensors are live at once on acc; 6000 bytes hold only one of them.
+    graph = chain()
+    part = partition_graph(graph, install(site, capacity="6000"), min_ratio=0)
+    moved = {c.node: c.reason for c in part.assignment.moved() if c.op != "Neg"}
+    assert list(moved) == ["relu0"]
+    assert moved["relu0"].startswith("returned to llvm_cpu: acc's memory 'DRAM' (5.859 KiB) cannot hold the 8 KiB its intermediates need")
+    assert "relu0 (4 KiB) was live at the peak" in moved["relu0"]
+    assert [r.backend for r in part.regions] == ["llvm_cpu", "acc", "llvm_cpu", "acc"]
+    assert part.memory["acc"].arena_bytes <= 6000
+    assert "returned to llvm_cpu: acc's memory" in part.report()
+
+
+def test_a_memory_starved_backend_can_lose_all_its_work(site) -> None:
+    part = partition_graph(chain(), install(site, capacity="1024"), min_ratio=0)
+    assert {r.backend for r in part.regions} == {"llvm_cpu"}
+    assert all("cannot hold" in c.reason for c in part.assignment.moved() if c.op != "Neg")
 
 
 def test_the_report_numbers_equal_the_planner_run_directly(site) -> None:

@@ -1,0 +1,91 @@
+"""Re-partition until every backend's intermediates fit its memory.
+
+Each backend's regions keep their intermediates in one arena in that backend's
+outermost memory level (:func:`plan_partition_memory`). An accelerator with a small
+memory can be handed more than it holds. Rather than fail, :func:`fit_memory`
+returns work to the fallback, whose memory is the host's: at the step where the
+overfull space is most loaded, the largest tensor live there stops being produced
+on that backend (its producer, with the rest of any composite it belongs to, moves
+to the fallback), and the partition is planned again. Each round moves at least
+one node, so the loop ends; when nothing can move (the space is the fallback's
+own, or the fallback does not take the producers) the plan's error stands, naming
+the space and its tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from hetero.core.ir.graph import Graph
+from hetero.core.memory.hierarchy import format_bytes
+from hetero.core.memory.planner import MemoryPlan, plan_memory_spaces
+from hetero.core.partition.assign import Assignment
+from hetero.core.partition.regions import Region
+from hetero.core.plugin.backend import Backend
+
+
+def plan_partition_memory(
+    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Backend], *, alignment: int = 64,
+    check: bool = True,
+) -> dict[str, MemoryPlan]:
+    """One arena per backend: each intermediate lives in the memory of the region producing it.
+
+    A space is named after its backend and, with ``check``, must fit that backend's
+    outermost memory level, else MemoryPlanError names the space and its largest
+    live tensors. Liveness follows the regions' execution order, which may differ
+    from the order of ``graph.nodes`` (a diamond runs ``A, C`` before ``B``). Spaces
+    come sorted by name; ``graph`` is not modified.
+    """
+    owner = {n.name: r.backend for r in regions for n in r.nodes}
+    position = {n.name: i for i, n in enumerate(n for r in regions for n in r.nodes)}
+    ordered = graph.copy()
+    ordered.nodes.sort(key=lambda n: position[n.name])
+    levels = {name: backends[name].memory.outermost for name in sorted(set(owner.values()))}
+    plans = plan_memory_spaces(ordered, lambda v: owner[v.producer.name], alignment=alignment,
+                               levels=levels if check else None)
+    return dict(sorted(plans.items()))
+
+
+def fit_memory(
+    graph: Graph,
+    assignment: Assignment,
+    regions: list[Region],
+    backends: Mapping[str, Backend],
+    regroup: Callable[[Assignment], tuple[Assignment, list[Region]]],
+) -> tuple[Assignment, list[Region], dict[str, MemoryPlan]]:
+    """Move work to the fallback until every space fits; return the result and its plans.
+
+    ``regroup`` turns an assignment into regions (merging, and returning islands too
+    small to pay for their transfers). Raises MemoryPlanError when a space cannot be
+    made to fit.
+    """
+    while True:
+        plans = plan_partition_memory(graph, regions, backends, check=False)
+        changes = _relief(assignment, plans, backends)
+        if not changes:
+            # Either everything fits, or nothing can move: the check names what overflows.
+            return assignment, regions, plan_partition_memory(graph, regions, backends)
+        assignment, regions = regroup(assignment.reassign(changes))
+
+
+def _relief(assignment: Assignment, plans: Mapping[str, MemoryPlan],
+            backends: Mapping[str, Backend]) -> dict[str, tuple[str, str]]:
+    """For the first overfull space that can shed work, move its largest peak tensor's producer."""
+    annotation = assignment.annotation
+    fallback = assignment.fallback
+    composite_of = {n: c.nodes for c in assignment.composites() for n in c.nodes}
+    for space, plan in plans.items():
+        level = backends[space].memory.outermost
+        if space == fallback or plan.arena_bytes <= level.capacity_bytes:
+            continue
+        for tensor in plan.peak:
+            producer = annotation.graph.values[tensor.name].producer.name
+            movers = composite_of.get(producer, (producer,))
+            if not all(annotation.support[n][fallback].ok for n in movers):
+                continue
+            why = (f"returned to {fallback}: {space}'s memory {level.name!r} "
+                   f"({format_bytes(level.capacity_bytes)}) cannot hold the "
+                   f"{format_bytes(plan.arena_bytes)} its intermediates need; {tensor.name} "
+                   f"({format_bytes(tensor.nbytes)}) was live at the peak")
+            return {n: (fallback, why) for n in movers}
+    return {}
