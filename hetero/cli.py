@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                          help="an input array (default: seeded standard-normal data)")
     compare.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
+    compare.add_argument("--nodes", action="store_true",
+                         help="show every node whose output the backend exposes, not only the "
+                              "first beyond tolerance per region")
     compare.add_argument("--json", action="store_true", help="print JSON for tools")
     compare.set_defaults(func=_cmd_compare)
     return parser
@@ -371,7 +374,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(f"model     {args.model}: {len(graph.nodes)} nodes in {len(part.regions)} region(s) "
               f"over {', '.join(names)}")
-        print(format_comparison(results, args.rtol, args.atol))
+        print(format_comparison(results, args.rtol, args.atol, nodes=args.nodes))
     return 0 if report["ok"] else 1
 
 

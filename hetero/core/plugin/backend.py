@@ -127,6 +127,11 @@ class CompiledPart(Protocol):
     from, in order; ``run`` maps input arrays by name to output arrays by name;
     ``artifact`` is everything :meth:`Backend.load_artifact` needs to rebuild the
     part in another process (machine code, PTX, an instruction stream...).
+
+    A part may also offer ``run_intermediates(inputs) -> dict[str, np.ndarray]``:
+    its outputs and every intermediate value it materialises, by value name.
+    ``hetero compare`` then charges numerical errors to the node that made them
+    instead of to the whole region.
     """
 
     inputs: tuple[str, ...]

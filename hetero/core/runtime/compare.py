@@ -19,6 +19,14 @@ relative error reported is ``|got - want| / |want|`` over the elements where
 backend that fails to compile or run a region, or returns an output of the wrong
 shape, makes that region fail with the error in the result: one broken backend
 does not stop the comparison of the others.
+
+Within a region, errors are charged per node where the backend exposes its
+intermediates: a compiled part with a ``run_intermediates(inputs)`` method (see
+:class:`~hetero.core.plugin.backend.CompiledPart`) returns every value it
+materialises, and each one the reference also computed is compared, labelled with
+the node that produced it. The first of them beyond tolerance is where the region
+goes wrong (a fused group materialises only its last node's output, so the error
+is charged to the group).
 """
 
 from __future__ import annotations
@@ -49,18 +57,27 @@ class OutputComparison:
     max_rel_error: float
     ok: bool
     problem: str = ""
+    node: str = ""
 
 
 @dataclass(frozen=True)
 class RegionComparison:
     """A region run on its backend against the reference: one entry per output, or
-    the ``error`` its backend raised while compiling or running it."""
+    the ``error`` its backend raised while compiling or running it; ``intermediates``
+    holds one entry per intermediate value the backend exposed, in execution order
+    (empty when it exposes none)."""
 
     region: str
     backend: str
     nodes: int
     outputs: tuple[OutputComparison, ...]
     error: str = ""
+    intermediates: tuple[OutputComparison, ...] = ()
+
+    @property
+    def first_node_beyond(self) -> OutputComparison | None:
+        """The first exposed intermediate, or else output, beyond tolerance."""
+        return next((o for o in self.intermediates + self.outputs if not o.ok), None)
 
     @property
     def ok(self) -> bool:
@@ -99,16 +116,23 @@ def compare_regions(
     results = []
     for region in partition.regions:
         sub = partition.subgraph(region)
+        feed = {v.name: reference[v.name] for v in sub.inputs}
         try:
             part = backends[region.backend].compile(sub, dict(options or {}))
-            got = part.run({v.name: reference[v.name] for v in sub.inputs})
+            traced = getattr(part, "run_intermediates", None)
+            got = dict(traced(feed) if callable(traced) else part.run(feed))
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is reported as that region's result
             results.append(RegionComparison(region.name, region.backend, len(region.nodes), (),
                                             f"{type(exc).__name__}: {exc}"))
             continue
-        outputs = tuple(_compare(v.name, got.get(v.name), reference[v.name], rtol, atol)
-                        for v in sub.outputs)
-        results.append(RegionComparison(region.name, region.backend, len(region.nodes), outputs))
+        produced = {v.name: n.name for n in sub.nodes for v in n.outputs}
+        last = {v.name for v in sub.outputs} | set(feed)
+        inner = tuple(_compare(name, got[name], reference[name], rtol, atol, produced[name])
+                      for name in produced if name in got and name not in last and name in reference)
+        outputs = tuple(_compare(v.name, got.get(v.name), reference[v.name], rtol, atol,
+                                 produced.get(v.name, "")) for v in sub.outputs)
+        results.append(RegionComparison(region.name, region.backend, len(region.nodes), outputs,
+                                        intermediates=inner))
     return results
 
 
@@ -120,29 +144,38 @@ def first_beyond(results: Sequence[RegionComparison]) -> RegionComparison | None
 def describe_comparison(results: Sequence[RegionComparison], rtol: float, atol: float) -> dict[str, Any]:
     """The comparison as JSON-ready data; infinite errors become None."""
     bad = first_beyond(results)
+    node = bad.first_node_beyond if bad else None
     return {
         "rtol": rtol,
         "atol": atol,
         "ok": bad is None,
         "first_beyond_tolerance": bad.region if bad else None,
+        "first_node_beyond_tolerance": node.node if node and node.node else None,
         "regions": [
             {
                 "region": r.region, "backend": r.backend, "nodes": r.nodes, "ok": r.ok,
                 "max_abs_error": _finite(r.max_abs_error), "max_rel_error": _finite(r.max_rel_error),
                 "error": r.error or None,
-                "outputs": [
-                    {"value": o.value, "max_abs_error": _finite(o.max_abs_error),
-                     "max_rel_error": _finite(o.max_rel_error), "ok": o.ok, "problem": o.problem or None}
-                    for o in r.outputs
-                ],
+                "outputs": [_describe(o) for o in r.outputs],
+                "intermediates": [_describe(o) for o in r.intermediates],
             }
             for r in results
         ],
     }
 
 
-def format_comparison(results: Sequence[RegionComparison], rtol: float, atol: float) -> str:
-    """The comparison as a table, and a last line naming the first region beyond tolerance."""
+def _describe(o: OutputComparison) -> dict[str, Any]:
+    return {"value": o.value, "node": o.node or None, "max_abs_error": _finite(o.max_abs_error),
+            "max_rel_error": _finite(o.max_rel_error), "ok": o.ok, "problem": o.problem or None}
+
+
+def format_comparison(results: Sequence[RegionComparison], rtol: float, atol: float,
+                      nodes: bool = False) -> str:
+    """The comparison as a table, and a last line naming the first region beyond tolerance.
+
+    Per-node rows are shown for every exposed intermediate with ``nodes``, otherwise
+    only for the first one beyond tolerance in each region.
+    """
     rows = [["region", "backend", "nodes", "max abs err", "max rel err", "result"]]
     for r in results:
         rows.append([r.region, r.backend, str(r.nodes), f"{r.max_abs_error:.3g}",
@@ -151,6 +184,12 @@ def format_comparison(results: Sequence[RegionComparison], rtol: float, atol: fl
             note = f" ({o.problem})" if o.problem else ""
             rows.append([f"  {o.value}", "", "", f"{o.max_abs_error:.3g}", f"{o.max_rel_error:.3g}",
                          ("ok" if o.ok else "BEYOND") + note])
+        first = r.first_node_beyond
+        for o in r.intermediates:
+            if nodes or o is first:
+                rows.append([f"  node {o.node} -> {o.value}", "", "", f"{o.max_abs_error:.3g}",
+                             f"{o.max_rel_error:.3g}", "ok" if o.ok else "BEYOND (first in region)"
+                             if o is first else "BEYOND"])
         if r.error:
             rows.append(["", "", "", "", "", f"failed: {r.error}"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -160,20 +199,23 @@ def format_comparison(results: Sequence[RegionComparison], rtol: float, atol: fl
     if bad is None:
         lines.append(f"all {len(results)} region(s) within tolerance")
     else:
+        node = bad.first_node_beyond
+        where = f", first at node {node.node} ({node.value})" if node and node.node else ""
         lines.append(f"first region beyond tolerance: {bad.region} on {bad.backend} "
-                     f"(max abs err {bad.max_abs_error:.3g}, max rel err {bad.max_rel_error:.3g})")
+                     f"(max abs err {bad.max_abs_error:.3g}, max rel err {bad.max_rel_error:.3g}){where}")
     return "\n".join(lines)
 
 
-def _compare(name: str, got: Any, want: np.ndarray, rtol: float, atol: float) -> OutputComparison:
+def _compare(name: str, got: Any, want: np.ndarray, rtol: float, atol: float,
+             node: str = "") -> OutputComparison:
     if got is None:
-        return OutputComparison(name, math.inf, math.inf, False, "the backend did not return it")
+        return OutputComparison(name, math.inf, math.inf, False, "the backend did not return it", node)
     got = np.asarray(got)
     if got.shape != want.shape:
         return OutputComparison(name, math.inf, math.inf, False,
-                                f"shape {list(got.shape)}, the reference has {list(want.shape)}")
+                                f"shape {list(got.shape)}, the reference has {list(want.shape)}", node)
     if got.size == 0:
-        return OutputComparison(name, 0.0, 0.0, True)
+        return OutputComparison(name, 0.0, 0.0, True, node=node)
     g, w = got.astype(np.float64), want.astype(np.float64)
     # Equal values (infinities included) have no error; a NaN on one side only has infinite error.
     same = (g == w) | (np.isnan(g) & np.isnan(w))
@@ -186,7 +228,7 @@ def _compare(name: str, got: Any, want: np.ndarray, rtol: float, atol: float) ->
         rel = np.where(scale > atol, diff / np.where(scale > atol, scale, 1.0), 0.0)
         rel = np.where(same, 0.0, np.where(np.isnan(rel) | np.isinf(diff), math.inf, rel))
         ok = bool(np.all(same | (diff <= atol + rtol * np.abs(w))))
-    return OutputComparison(name, float(diff.max()), float(rel.max()), ok)
+    return OutputComparison(name, float(diff.max()), float(rel.max()), ok, node=node)
 
 
 def _finite(x: float) -> float | None:

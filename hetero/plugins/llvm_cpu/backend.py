@@ -62,6 +62,18 @@ class LlvmCpuPart:
         self.last_profile: list[tuple[str, float]] = []
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env = self._execute(inputs)
+        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+
+    def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every value a kernel writes (each step's outputs: fused groups expose their
+        last node's), and the part's outputs, by name."""
+        env = self._execute(inputs)
+        values = {name: env[name] for step in self.steps for name in step.outputs}
+        values.update((name, env[self.aliases.get(name, name)]) for name in self.outputs)
+        return values
+
+    def _execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.constants)
         env.update({n: np.asarray(inputs[n], order="C") for n in self.inputs})
         profile = []
@@ -72,7 +84,7 @@ class LlvmCpuPart:
             profile.append((step.name, time.perf_counter() - start))
             env.update(zip(step.outputs, outs))
         self.last_profile = profile
-        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+        return env
 
     @property
     def artifact(self) -> bytes:

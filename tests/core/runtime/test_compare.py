@@ -41,6 +41,10 @@ WRONG_RELU = textwrap.dedent("""\
 
     class WrongReluPart(ToyPart):
         def run(self, inputs):
+            env = self.run_intermediates(inputs)
+            return {name: env[name] for name in self.outputs}
+
+        def run_intermediates(self, inputs):
             env = {name: np.asarray(inputs[name]) for name in self.inputs}
             for name, c in self.program["constants"].items():
                 env[name] = np.array(c["data"], dtype=c["dtype"]).reshape(c["shape"])
@@ -49,7 +53,7 @@ WRONG_RELU = textwrap.dedent("""\
                 [(name, dtype)] = node["outputs"]
                 [result] = get_op(node["op"]).reference(args, node["attrs"])
                 env[name] = np.asarray(result + (1 if node["op"] == "Relu" else 0)).astype(dtype)
-            return {name: env[name] for name in self.outputs}
+            return {node["outputs"][0][0]: env[node["outputs"][0][0]] for node in self.program["nodes"]}
 
 
     class WrongRelu(ToyBackend):
@@ -136,6 +140,38 @@ def test_the_planted_wrong_relu_is_named_as_the_first_region_beyond_tolerance(pl
     assert not results[2].ok and results[2].max_abs_error == pytest.approx(1.0)
     text = format_comparison(results, 1e-3, 1e-4)
     assert text.splitlines()[-1].startswith("first region beyond tolerance: r0 on bad (max abs err 1,")
+
+
+def test_a_backend_exposing_intermediates_has_its_error_charged_to_the_node(plugins) -> None:
+    results = compare("bad")
+    # r2 = {C, D}: C is an intermediate of the region, and the first node beyond tolerance.
+    [inner] = results[2].intermediates
+    assert (inner.node, inner.value, inner.ok) == ("C", "C", False)
+    assert inner.max_abs_error == pytest.approx(1.0)
+    assert results[2].first_node_beyond is inner
+    assert results[0].first_node_beyond.node == "A"  # r0's only node is its output
+    text = format_comparison(results, 1e-3, 1e-4)
+    assert "  node C -> C" in text and "BEYOND (first in region)" in text
+    assert text.splitlines()[-1].endswith(", first at node A (A)")
+    data = describe_comparison(results, 1e-3, 1e-4)
+    assert data["first_node_beyond_tolerance"] == "A"
+    assert [(o["node"], o["ok"]) for o in data["regions"][2]["intermediates"]] == [("C", False)]
+
+
+def test_llvm_cpu_exposes_the_output_of_every_kernel(plugins) -> None:
+    b = GraphBuilder("steps")
+    x = b.input("x", (1, 4, 8, 8))
+    w = b.constant(np.random.default_rng(1).standard_normal((4, 4, 3, 3)).astype(np.float32), "w")
+    y = b.Conv(x, w, pads=(1, 1, 1, 1), name="conv")
+    y = b.Softmax(b.Relu(y, name="relu"), axis=1, name="softmax")
+    b.output(b.Neg(y, name="neg"))
+    graph = b.build()
+    part = partition_graph(graph, [get_backend("llvm_cpu")])
+    x = np.random.default_rng(2).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    [region] = compare_regions(graph, part, {"x": x})
+    assert region.ok and region.intermediates
+    assert all(o.ok and o.node in {"conv", "relu", "softmax"} for o in region.intermediates)
+    assert [o.node for o in region.outputs] == ["neg"]
 
 
 def test_a_backend_that_fails_to_compile_is_reported_and_the_rest_still_compared(plugins) -> None:
