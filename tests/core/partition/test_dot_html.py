@@ -1,9 +1,10 @@
 """to_dot() and to_html(), and `hetero partition --format dot|html --output FILE`.
 
-There is no Graphviz or browser here, so the DOT is checked by a small tokenizer
-(balanced braces, statements well formed, every edge end a defined node) and, where
-the ``dot`` binary exists, rendered too; the HTML is parsed with ``html.parser``,
-which must find every element closed in order and no external reference.
+The DOT is checked by a small tokenizer (balanced braces, statements well formed,
+every edge end a defined node) and, where the ``dot`` binary exists, rendered too;
+the HTML is parsed with ``html.parser``, which must find every element closed in
+order and no external reference, and where Chromium is installed it is opened
+headless: the browser's DOM and a screenshot show the page builds and paints.
 """
 
 from __future__ import annotations
@@ -136,11 +137,15 @@ def test_html_is_well_formed_self_contained_and_says_what_the_report_says(site) 
     assert "<style>" in page and "<link" not in page
 
 
-def test_resnet50_dot_and_html_are_written_and_valid(site, tmp_path: Path) -> None:
+def resnet50_partition(site):
     site.install("hetero-cr", "1.0", {"cr": plugin_source("conv_relu", ops=("Conv", "Relu"))})
     site.load()
     graph = hetero.optimize(hetero.load_onnx(resolve_model("light:resnet50")))
-    part = partition_graph(graph, [get_backend("conv_relu"), get_backend("llvm_cpu")])
+    return graph, partition_graph(graph, [get_backend("conv_relu"), get_backend("llvm_cpu")])
+
+
+def test_resnet50_dot_and_html_are_written_and_valid(site, tmp_path: Path) -> None:
+    graph, part = resnet50_partition(site)
     dot_path, html_path = tmp_path / "resnet50.dot", tmp_path / "resnet50.html"
     dot_path.write_text(to_dot(part), encoding="utf-8")
     html_path.write_text(to_html(part), encoding="utf-8")
@@ -187,3 +192,42 @@ def test_cli_output_to_an_unwritable_place_is_a_clear_error(cli_site: Path, tmp_
     assert done.returncode == 2
     assert done.stderr.startswith(f"hetero partition: error: --output {tmp_path / 'no' / 'p.html'}: "
                                   "cannot write the report: No such file or directory")
+
+
+def _chromium() -> str | None:
+    return next((path for name in ("chromium", "chromium-browser", "google-chrome")
+                 if (path := shutil.which(name))), None)
+
+
+def _headless(browser: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", *args],
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (Debian: apt-get install chromium)")
+def test_resnet50_html_opens_in_headless_chromium(site, tmp_path: Path) -> None:
+    browser = _chromium()
+    _, part = resnet50_partition(site)
+    page = tmp_path / "resnet50.html"
+    page.write_text(to_html(part), encoding="utf-8")
+    # The DOM the browser built holds every region and the SVG sketch.
+    dom = _headless(browser, "--dump-dom", page.as_uri()).stdout
+    assert dom.count("<rect") == len(part.regions)
+    assert all(f">{r.name}</td>" in dom for r in part.regions)
+    # And it paints: the screenshot has the window's size and far more detail than a
+    # blank page's (PNG compresses a white page to almost nothing).
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>", encoding="utf-8")
+    shots = {}
+    for name, url in (("page", page.as_uri()), ("blank", blank.as_uri())):
+        shots[name] = tmp_path / f"{name}.png"
+        _headless(browser, f"--screenshot={shots[name]}", "--window-size=1280,1600",
+                  "--hide-scrollbars", url)
+        assert _png_size(shots[name]) == (1280, 1600)
+    assert shots["page"].stat().st_size > 10 * shots["blank"].stat().st_size
