@@ -4,4 +4,4 @@ Each op is defined once, with :func:`hetero.core.ir.opdef.register`; see
 :mod:`hetero.core.ir.opdef` for what a definition holds.
 """
 
-from hetero.core.ir.ops import conv_pool, elementwise, nn, quant, reduce, tensor  # noqa: F401
+from hetero.core.ir.ops import conv_pool, elementwise, nn, qint, quant, reduce, tensor  # noqa: F401
