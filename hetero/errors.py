@@ -93,6 +93,16 @@ class MemoryPlanError(HeteroError):
     """A memory plan does not fit its memory level, or was asked for with bad settings."""
 
 
+class SimulationError(HeteroError):
+    """A program for a simulated device faults (SRAM overflow, DRAM out of bounds, a race
+    between engines, a bad operand, a corrupt encoding); the message names the instruction."""
+
+
+class QuantizationError(HeteroError):
+    """A graph cannot be quantised as asked (already quantised, a tensor left uncalibrated,
+    a calibration that is empty or malformed)."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest of ``choices``, or ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

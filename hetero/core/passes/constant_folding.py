@@ -3,6 +3,8 @@
 Invariant established: no node computes only from constants (or, for ops with a
 ``fold`` hook such as ``Shape``, from input types alone), unless one of its outputs
 would exceed the element limit; those nodes stay, and the rewrite log says why.
+A DequantizeLinear of an int8 or int32 constant also stays: it marks a quantised
+weight or bias of a QDQ graph.
 Folding uses each op's reference semantics, so a folded graph computes what the
 unfolded one did, bit for bit.
 """
@@ -22,6 +24,12 @@ DEFAULT_LIMIT = 2**26
 
 
 def _foldable(node: Node) -> bool:
+    # A DequantizeLinear of an int8/int32 constant is how a QDQ graph marks a quantised
+    # weight or bias: folding it back to float would erase the quantisation (onnxruntime
+    # keeps these nodes too).
+    if (node.op == "DequantizeLinear" and node.inputs[0].data is not None
+            and node.inputs[0].dtype in (np.int8, np.int32)):
+        return False
     if node.opdef.fold is not None:
         return True
     return all(v is None or v.data is not None for v in node.inputs)
