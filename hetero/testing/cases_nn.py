@@ -1,0 +1,238 @@
+"""Case generators of the sliding-window, matrix, normalisation, reduction and quantisation ops.
+
+Weights that backends commonly bind at compile time (Conv's W and B, Gemm's B,
+BatchNormalization's and LayerNormalization's parameters) are graph constants;
+activations are graph inputs. Window geometries cover 1-, 2- and 3-D, strides,
+asymmetric padding, dilation, grouped and depthwise convolution, ceil mode and
+count_include_pad, always with at least one output element.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from hetero.testing.cases_base import (
+    EXACT,
+    FLOATS,
+    Draw,
+    Operand,
+    Spec,
+    generates,
+    integers,
+    peak,
+    rounded,
+    shape,
+    summed,
+    uniform,
+    values,
+)
+
+
+def window(d: Draw, pool: bool) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """Window attributes and a spatial input shape they fit (pools pad less than the kernel)."""
+    n = d.pick((2, 1, 3))
+    kernel = [d.integer(1, 3 if n < 3 else 2) for _ in range(n)]
+    dilations = [d.pick((1, 1, 2)) for _ in range(n)]
+    strides = [d.integer(1, 2) for _ in range(n)]
+    most = [k - 1 if pool else min(2, dl * (k - 1)) for k, dl in zip(kernel, dilations)]
+    begin, end = [d.integer(0, m) for m in most], [d.integer(0, m) for m in most]
+    spatial = []
+    for i in range(n):
+        extent = dilations[i] * (kernel[i] - 1) + 1
+        smallest = max(1, extent - begin[i] - end[i])
+        spatial.append(d.integer(smallest, smallest + (4 if n < 3 else 2)))
+    attrs = {"kernel_shape": tuple(kernel), "strides": tuple(strides),
+             "dilations": tuple(dilations), "pads": tuple(begin + end)}
+    return attrs, tuple(spatial)
+
+
+@generates(("Conv",), FLOATS)
+def _conv(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    attrs, spatial = window(d, pool=False)
+    kind = d.pick(("one", "grouped", "depthwise"))
+    per_group = d.integer(1, 3)
+    c_in = {"one": per_group, "grouped": 2 * per_group, "depthwise": per_group + 1}[kind]
+    group = {"one": 1, "grouped": 2, "depthwise": c_in}[kind]
+    c_out = group * d.integer(1, 2)
+    x = uniform(d, (d.integer(1, 2), c_in) + spatial, dtype)
+    w = uniform(d, (c_out, c_in // group) + attrs["kernel_shape"], dtype)
+    b = uniform(d, (c_out,), dtype) if d.pick((True, False)) else None
+    terms = (c_in // group) * math.prod(attrs["kernel_shape"])
+    operands = (Operand("x", x), Operand("w", w, constant=True),
+                None if b is None else Operand("b", b, constant=True))
+    tolerance = summed(dtype, terms + 1, terms * peak(x) * peak(w) + peak(b))
+    return Spec(operands, {**attrs, "group": group}, tolerance)
+
+
+@generates(("AveragePool", "MaxPool"), FLOATS + ("int8", "uint8"))
+def _pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    attrs, spatial = window(d, pool=True)
+    attrs["ceil_mode"] = d.pick((0, 1))
+    x = values(d, (d.integer(1, 2), d.integer(1, 3)) + spatial, dtype)
+    if op == "MaxPool":
+        return Spec((Operand("x", x),), attrs, EXACT)
+    attrs["count_include_pad"] = d.pick((0, 1))
+    terms = math.prod(attrs["kernel_shape"])
+    return Spec((Operand("x", x),), attrs, summed(dtype, terms + 1, terms * peak(x)))
+
+
+# AveragePool is float-only; MaxPool also takes int8 and uint8.
+generates(("AveragePool",), FLOATS)(_pool)
+
+
+@generates(("GlobalAveragePool", "GlobalMaxPool"), FLOATS)
+def _global_pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = uniform(d, (d.integer(1, 2), d.integer(1, 3)) + shape(d, 1, 3, dim_hi=5), dtype, -4.0, 4.0)
+    if op == "GlobalMaxPool":
+        return Spec((Operand("x", x),), {}, EXACT)
+    terms = math.prod(x.shape[2:])
+    return Spec((Operand("x", x),), {}, summed(dtype, terms + 1, terms * peak(x)))
+
+
+@generates(("BatchNormalization",), FLOATS)
+def _batch_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = uniform(d, (d.integer(1, 2), d.integer(1, 4)) + shape(d, 0, 2), dtype, -3.0, 3.0)
+    c = x.shape[1]
+    scale, bias, mean = (uniform(d, (c,), dtype, -2.0, 2.0) for _ in range(3))
+    var = uniform(d, (c,), dtype, 0.25, 2.0)
+    epsilon = d.pick((1e-5, 1e-3))
+    params = [Operand(n, a, constant=True)
+              for n, a in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var))]
+    # x - mean cancels; what survives is scaled by |scale| / sqrt(var).
+    magnitude = (peak(x) + peak(mean)) * peak(scale) / math.sqrt(float(var.min()) + epsilon)
+    return Spec((Operand("x", x), *params), {"epsilon": epsilon},
+                rounded(dtype, 8, magnitude + peak(bias)))
+
+
+@generates(("LayerNormalization",), FLOATS)
+def _layer_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 3, dim_hi=5, dim_lo=2)
+    axis = d.integer(-len(s), len(s) - 1)
+    normalized = s[axis:]
+    size = math.prod(normalized)
+    # Each normalised group is a spread of values around an offset: variance well above 0.
+    rows = [d.rng.permutation(np.linspace(-2.0, 2.0, size)) + d.rng.uniform(-1, 1)
+            for _ in range(math.prod(s[:axis % len(s)]))]
+    x = (np.array(rows) + d.rng.uniform(-0.1, 0.1, (len(rows), size))).reshape(s).astype(dtype)
+    param_shape = normalized[d.integer(0, len(normalized) - 1):]
+    scale = uniform(d, param_shape, dtype, -2.0, 2.0)
+    bias = uniform(d, param_shape, dtype) if d.pick((True, False)) else None
+    operands = (Operand("x", x), Operand("scale", scale, constant=True),
+                None if bias is None else Operand("bias", bias, constant=True))
+    # Mean and variance are sums of `size` terms; the centred values are at most 3/std.
+    tolerance = summed(dtype, 2 * size + 8, 3.0 * size * peak(scale) + peak(bias), ulps=8)
+    return Spec(operands, {"axis": axis, "epsilon": d.pick((1e-5, 1e-3))}, tolerance)
+
+
+@generates(("LRN",), FLOATS)
+def _lrn(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = uniform(d, (d.integer(1, 2), d.integer(1, 6)) + shape(d, 1, 2), dtype, -2.0, 2.0)
+    size = d.integer(1, 5)
+    attrs = {"size": size, "alpha": d.pick((1e-4, 0.1, 1.0)), "beta": d.pick((0.75, 0.5, 1.0)),
+             "bias": d.pick((1.0, 2.0))}
+    return Spec((Operand("x", x),), attrs, rounded(dtype, size + 16, peak(x)))
+
+
+@generates(("Gemm",), FLOATS)
+def _gemm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    m, k, n = d.integer(1, 6), d.integer(1, 8), d.integer(1, 6)
+    trans_a, trans_b = d.pick((0, 1)), d.pick((0, 1))
+    a = uniform(d, (k, m) if trans_a else (m, k), dtype)
+    b = uniform(d, (n, k) if trans_b else (k, n), dtype)
+    c_shape = d.pick((None, (), (n,), (1, n), (m, 1), (m, n)))
+    c = None if c_shape is None else uniform(d, c_shape, dtype)
+    alpha, beta = d.pick((1.0, 0.5, 2.0)), d.pick((1.0, 0.5, 0.0))
+    operands = (Operand("a", a), Operand("b", b, constant=d.pick((True, False))),
+                None if c is None else Operand("c", c, constant=d.pick((True, False))))
+    magnitude = alpha * k * peak(a) * peak(b) + beta * peak(c)
+    attrs = {"alpha": alpha, "beta": beta, "transA": trans_a, "transB": trans_b}
+    return Spec(operands, attrs, summed(dtype, k + 2, magnitude))
+
+
+@generates(("MatMul",), FLOATS + ("int32", "int64"))
+def _matmul(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    m, k, n = d.integer(1, 5), d.integer(1, 8), d.integer(1, 5)
+    batch = shape(d, 0, 2, dim_hi=3)
+    a_batch = tuple(1 if d.pick((False, True)) else x for x in batch)[d.integer(0, len(batch)):]
+    b_batch = tuple(1 if d.pick((False, True)) else x for x in batch)[d.integer(0, len(batch)):]
+    # A 1-D operand is a row (A) or a column (B) vector, as in numpy.
+    sa = (k,) if d.pick((False, False, True)) else a_batch + (m, k)
+    sb = (k,) if d.pick((False, False, True)) else b_batch + (k, n)
+    if dtype.kind == "f":
+        a, b = uniform(d, sa, dtype), uniform(d, sb, dtype)
+        return Spec((Operand("a", a), Operand("b", b)), {}, summed(dtype, k, k * peak(a) * peak(b)))
+    a, b = integers(d, sa, dtype, -20, 20), integers(d, sb, dtype, -20, 20)
+    return Spec((Operand("a", a), Operand("b", b)), {}, EXACT)
+
+
+@generates(("Softmax",), FLOATS)
+def _softmax(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = uniform(d, shape(d, 1, 3, dim_hi=6), dtype, -4.0, 4.0)
+    axis = d.integer(-x.ndim, x.ndim - 1)
+    # An exp per term and a sum of them: the outputs are at most 1.
+    return Spec((Operand("x", x),), {"axis": axis}, rounded(dtype, x.shape[axis] + 8, 1.0))
+
+
+@generates(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"), FLOATS + ("int8", "uint8", "int32", "int64"))
+def _reduce(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 4, dim_hi=3)
+    axes = [a for a in range(len(s)) if d.pick((True, False))]
+    axes = [a - len(s) if d.pick((True, False)) else a for a in axes]  # negative axes too
+    terms = math.prod(s[a] for a in axes) if axes else math.prod(s)
+    # Sums of at most 81 values in [-1, 1] (or [0, 2] unsigned) stay inside int8 (uint8).
+    x = integers(d, s, dtype, 0 if dtype.kind == "u" else -1, 2 if dtype.kind == "u" else 1) \
+        if dtype.kind in "iu" else uniform(d, s, dtype)
+    attrs = {"axes": tuple(d.rng.permutation(axes).tolist()), "keepdims": d.pick((1, 0))}
+    if op in ("ReduceMax", "ReduceMin") or dtype.kind != "f":
+        return Spec((Operand("x", x),), attrs, EXACT)
+    return Spec((Operand("x", x),), attrs, summed(dtype, terms + 1, terms * peak(x)))
+
+
+def _quant_params(d: Draw, s: tuple[int, ...], scale_dtype: np.dtype, zero_dtype: np.dtype
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+    """A scale and zero point, per tensor (shape () or [1]) or per axis, and the axis."""
+    axis = d.integer(-len(s), len(s) - 1)
+    per_axis = s[axis] > 1 and d.pick((True, False))
+    params = (s[axis],) if per_axis else d.pick(((), (1,)))
+    scale = uniform(d, params, scale_dtype, 0.01, 0.5)
+    low = {"int8": -20, "uint8": 100, "int32": -1000}[zero_dtype.name]
+    return scale, integers(d, params, zero_dtype, low, low + 40), axis
+
+
+def _along(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
+    """``param`` shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    if param.size == 1:
+        return param.reshape(())
+    return param.reshape([-1 if i == axis % rank else 1 for i in range(rank)])
+
+
+@generates(("QuantizeLinear",), FLOATS)
+def _quantize(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 4)
+    zero_dtype = np.dtype(d.pick(("int8", "uint8")))
+    scale, zero, axis = _quant_params(d, s, dtype, zero_dtype)
+    info = np.iinfo(zero_dtype)
+    # x = (q - zero + offset) * scale with |offset| <= 1/4: x / scale lies a quarter away
+    # from any rounding tie, more than float16's rounding of x can move it; some q
+    # fall outside the range and saturate.
+    q = integers(d, s, np.int64, int(info.min) - 10, int(info.max) + 10)
+    offset = d.rng.uniform(-0.25, 0.25, s)
+    x = (q - _along(zero, len(s), axis) + offset) * _along(scale, len(s), axis).astype(np.float64)
+    operands = (Operand("x", x.astype(dtype)), Operand("scale", scale, constant=True),
+                Operand("zero_point", zero, constant=True))
+    return Spec(operands, {"axis": axis}, EXACT)
+
+
+@generates(("DequantizeLinear",), ("int8", "uint8", "int32"))
+def _dequantize(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 4)
+    scale_dtype = np.dtype(d.pick(FLOATS))
+    scale, zero, axis = _quant_params(d, s, scale_dtype, dtype)
+    x = values(d, s, dtype) if dtype.itemsize == 1 else integers(d, s, dtype, -2000, 2000)
+    operands = (Operand("x", x), Operand("scale", scale, constant=True),
+                Operand("zero_point", zero, constant=True) if d.pick((True, False)) else None)
+    # x - zero is exact; one product, rounded once to float32 and again to float16.
+    return Spec(operands, {"axis": axis}, rounded(scale_dtype, 2))
