@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -99,6 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
                               "first beyond tolerance per region")
     compare.add_argument("--json", action="store_true", help="print JSON for tools")
     compare.set_defaults(func=_cmd_compare)
+
+    conformance = subs.add_parser(
+        "conformance", help="run the conformance suite against an installed backend (needs pytest)"
+    )
+    conformance.add_argument("backend", help="the backend to check, e.g. llvm_cpu")
+    conformance.add_argument("--known-failures", metavar="FILE",
+                             help="test names expected to fail, one a line ('#' comments)")
+    conformance.add_argument("--json", metavar="FILE", help="write the op x dtype matrix as JSON")
+    conformance.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    conformance.add_argument("--max-examples", type=int, metavar="N",
+                             help="cases drawn per op and dtype (default 5)")
+    conformance.add_argument("--ops", metavar="OP,OP", help="check only these ops op by op")
+    conformance.set_defaults(func=_cmd_conformance)
     return parser
 
 
@@ -459,6 +473,35 @@ def _print_run(report: dict, outputs: dict) -> None:
             print(f"compare   {name} vs {compare['reference']}: max |err| {r['max_abs_error']:.2e}, "
                   f"max rel err {r['max_rel_error']:.2e}, argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
                   f" -> {'OK' if r['ok'] else 'MISMATCH'} (rtol {compare['rtol']}, atol {compare['atol']})")
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    """Run the suite in this process with pytest; 0 when every check passes, else 1."""
+    try:
+        import pytest
+    except ImportError:
+        print("hetero conformance: error: pytest is not installed; "
+              "run: pip install 'hetero[test]'", file=sys.stderr)
+        return 2
+    from hetero.testing.plugin import SUITE
+
+    # -c devnull: the user's pytest configuration (addopts, filterwarnings=error...)
+    # is for their tests, not for the suite; the cache would litter the current folder.
+    # Rooted at the suite's folder, test ids read suite.py::test_op[Conv-float32].
+    # hetero is imported already, so pytest cannot rewrite its asserts (and would warn);
+    # the suite's asserts carry their own messages.
+    argv = ["-c", os.devnull, "--rootdir", str(SUITE.parent), "-p", "no:cacheprovider",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "-q", "-rfEX", "--hetero-backend", args.backend]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv[:0] = ["-p", "hetero.testing.plugin"]  # otherwise its entry point has loaded it
+    for option, value in (("--hetero-known-failures", args.known_failures),
+                          ("--hetero-report-json", args.json), ("--junitxml", args.junit),
+                          ("--hetero-max-examples", args.max_examples),
+                          ("--hetero-ops", args.ops)):
+        if value is not None:
+            argv += [option, str(value)]
+    return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1
 
 
 class UsageError(HeteroError):

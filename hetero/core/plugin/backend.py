@@ -92,11 +92,16 @@ class Pattern:
         Pattern("conv_relu", Op("Relu", Op("Conv", Var("x"), Const("w"), ..., name="conv")),
                 check=lambda m: Support.yes() if m.const("w").nbytes <= 2**20
                 else Support.no("weights exceed the 1 MiB scratchpad"))
+
+    ``example``, when given, builds a small graph the pattern matches, for the
+    conformance suite (:mod:`hetero.testing`), which checks the composite on it;
+    the suite fails a pattern that has none.
     """
 
     name: str
     pattern: Op
     check: Callable[[Match], Support] | None = None
+    example: Callable[[], Graph] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

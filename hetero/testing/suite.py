@@ -1,0 +1,404 @@
+"""The conformance checks, collected by :mod:`hetero.testing.plugin` for ``--hetero-backend``.
+
+One test per claim, so that the report says which claim broke:
+
+- ``test_contract_*``: the plugin loads, its backend name is unique, its
+  declarations are sound, and every pattern comes with an example it matches.
+- ``test_op[OP-DTYPE]``: truthfulness, one matrix cell each (see :mod:`.matrix`).
+- ``test_pattern[NAME]``: each pattern's example, compiled whole, against the reference.
+- ``test_rejection[OP]``: ``supports`` answers for every canonical op, never raises.
+- ``test_artifact[OP]``: compiling twice gives the same artifact, which loads and runs.
+- ``test_model[NAME]``: small models split between the backend and llvm_cpu.
+- ``test_bad_input[KIND]``: wrong inputs to a compiled executable are InputErrors.
+
+Every compile here calls ``backend.compile`` directly (the models excepted, which
+go through :func:`hetero.compile` and fail on any fallback): a claim that fails is a
+failure, never quietly routed to the CPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import NoReturn
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+import hetero
+from hetero.core.ir.graph import Graph
+from hetero.core.ir.opdef import op_names
+from hetero.core.plugin.backend import Backend, Pattern, Support, validate_backend
+from hetero.core.plugin.manager import PluginSet, load_plugins
+from hetero.core.runtime.reference import run_reference
+from hetero.errors import HeteroError, InputError, UnknownBackendError
+from hetero.testing.cases import (
+    OpCase,
+    Tolerance,
+    case_dtypes,
+    compare_outputs,
+    example_case,
+    op_cases,
+)
+from hetero.testing.matrix import UNSUPPORTED_PREFIX
+from hetero.testing.models import MODELS, model_inputs
+
+#: The backend every model falls back to for the ops the checked backend does not take.
+FALLBACK = "llvm_cpu"
+
+# Composite graphs chain several rounded ops and sums, so no per-op bound applies;
+# these are `hetero run --compare`'s defaults, which a wrong kernel misses by far.
+_COMPOSITE = {"float32": Tolerance(1e-3, 1e-4), "float16": Tolerance(1e-2, 1e-2)}
+
+
+def _composite_tolerance(dtype: np.dtype) -> Tolerance:
+    if dtype.kind in "biu":
+        return Tolerance(0.0, 0.0)
+    return _COMPOSITE.get(dtype.name, _COMPOSITE["float16"])
+
+
+def _name(config: pytest.Config) -> str:
+    return config.getoption("hetero_backend")
+
+
+def _selected_ops(config: pytest.Config) -> list[str]:
+    chosen = config.getoption("hetero_ops")
+    canonical = op_names()
+    if chosen is None:
+        return canonical
+    ops = [op.strip() for op in chosen.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in canonical]
+    if unknown:
+        raise pytest.UsageError(f"--hetero-ops names {unknown}, which are not canonical ops")
+    return ops
+
+
+def _installed(config: pytest.Config) -> Backend | None:
+    """The backend under test, or None when it does not load (test_contract_loads says why)."""
+    return load_plugins().backends.get(_name(config))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize every check over what the backend claims, read at collection time."""
+    config = metafunc.config
+    backend = _installed(config)
+    ops = _selected_ops(config)
+    claimed = [op for op in ops if backend is not None and op in backend.supported_ops]
+    patterns = list(backend.patterns) if backend is not None else []
+    no_ops = "the backend does not load" if backend is None else "the backend claims none of these ops"
+    if {"op", "dtype"} <= set(metafunc.fixturenames):
+        pairs = [(op, dtype) for op in claimed for dtype in case_dtypes(op)]
+        _parametrize(metafunc, "op,dtype", pairs, [f"{op}-{dtype}" for op, dtype in pairs], no_ops)
+    elif "claimed_op" in metafunc.fixturenames:
+        _parametrize(metafunc, "claimed_op", claimed, claimed, no_ops)
+    elif "canonical_op" in metafunc.fixturenames:
+        chosen = ops if backend is not None else []
+        _parametrize(metafunc, "canonical_op", chosen, chosen, "the backend does not load")
+    elif "pattern" in metafunc.fixturenames:
+        _parametrize(metafunc, "pattern", patterns, [p.name for p in patterns],
+                     "the backend declares no patterns")
+    elif "model" in metafunc.fixturenames:
+        _parametrize(metafunc, "model", list(MODELS.values()), list(MODELS), "")
+
+
+def _parametrize(metafunc: pytest.Metafunc, names: str, values: list[object], ids: list[str],
+                 why_empty: str) -> None:
+    """Parametrize; an empty list becomes one skipped ``[none]`` test that says why."""
+    if not values:
+        arity = names.count(",") + 1
+        values = [pytest.param(*[None] * arity, id="none", marks=pytest.mark.skip(reason=why_empty))]
+    metafunc.parametrize(names, values, ids=ids or None)
+
+
+def _fail(message: str) -> NoReturn:
+    """Fail the test with ``message`` alone: no traceback, no chained exception."""
+    raise pytest.fail.Exception(message, pytrace=False) from None
+
+
+@pytest.fixture(scope="session")
+def plugins() -> PluginSet:
+    """This process's plugin discovery."""
+    return load_plugins()
+
+
+@pytest.fixture(scope="session")
+def backend(pytestconfig: pytest.Config, plugins: PluginSet) -> Backend:
+    """The backend under test; the test fails (not skips) when it cannot be loaded."""
+    try:
+        return plugins.get(_name(pytestconfig))
+    except UnknownBackendError as exc:
+        _fail(f"backend {_name(pytestconfig)!r} is not available: {exc}")
+
+
+@pytest.fixture
+def max_examples(pytestconfig: pytest.Config) -> int:
+    """Cases drawn per (op, dtype)."""
+    return pytestconfig.getoption("hetero_max_examples")
+
+
+# -- contract ---------------------------------------------------------------------
+
+
+def test_contract_loads(pytestconfig: pytest.Config, plugins: PluginSet) -> None:
+    """The backend comes from a plugin that loads through its entry point."""
+    name = _name(pytestconfig)
+    if name in plugins.backends:
+        return
+    traces = "".join(f"\n{r.label}:\n{r.traceback}" for r in plugins.broken if r.traceback)
+    try:
+        plugins.get(name)
+    except UnknownBackendError as exc:
+        _fail(f"{exc}{traces}")
+
+
+def test_contract_unique_name(pytestconfig: pytest.Config, plugins: PluginSet) -> None:
+    """Exactly one installed plugin provides the backend's name."""
+    name = _name(pytestconfig)
+    # The manager refuses a second provider of a name with this sentence as its error.
+    clash = f"backend {name!r} is already provided by plugin"
+    rivals = [r.label for r in plugins.records if r.error and clash in r.error]
+    providers = [r.label for r in plugins.records if name in r.backends]
+    assert not rivals, f"backend name {name!r} is also claimed by plugin(s) {rivals}; rename one"
+    assert len(providers) == 1, f"backend {name!r} is provided by {providers or 'no plugin'}"
+
+
+def test_contract_declarations(backend: Backend) -> None:
+    """Name, version, device kind, memory hierarchy, throughput, ops and patterns are sound.
+
+    The memory hierarchy checks its own levels when built (positive capacities,
+    outermost first, capacity never growing inwards); here it must merely be one.
+    """
+    problems = validate_backend(backend)
+    assert not problems, "\n".join(problems)
+
+
+def test_contract_pattern(backend: Backend, pattern: Pattern) -> None:
+    """The pattern has an example graph, and the pattern accepts a match in it."""
+    graph = _pattern_example(backend, pattern)
+    refusals = []
+    for node in graph.nodes:
+        for _, verdict in pattern.match(node):
+            if verdict.ok:
+                return
+            refusals.append(f"at {node.name}: {verdict.reason}")
+    _fail(f"{backend.name}: pattern {pattern.name!r} does not match its own example"
+          + (f"; its check refuses every match ({'; '.join(refusals)})" if refusals else ""))
+
+
+def _pattern_example(backend: Backend, pattern: Pattern) -> Graph:
+    if pattern.example is None:
+        _fail(f"{backend.name}: pattern {pattern.name!r} has no example: give it "
+              "Pattern(..., example=lambda: graph), a small graph the pattern matches")
+    graph = pattern.example()
+    if not isinstance(graph, Graph):
+        _fail(f"{backend.name}: pattern {pattern.name!r}: example() returned {graph!r}, "
+              "not a Graph")
+    return graph
+
+
+# -- truthfulness -----------------------------------------------------------------
+
+
+def _settings(max_examples: int) -> settings:
+    """Derandomized, database-free hypothesis settings: a run is the same on every machine.
+
+    Shrinking is off: each example is a compile, and the failure is reported with
+    the case as drawn (``case.describe()``) rather than after hundreds more compiles.
+    """
+    return settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
+                    phases=(Phase.explicit, Phase.generate),
+                    suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much))
+
+
+def _declined(backend: Backend, graph: Graph) -> str | None:
+    """The first refusal of ``backend`` for a node of ``graph``, or None if it takes them all."""
+    for node in graph.nodes:
+        verdict = backend.supports(node)
+        if not verdict.ok:
+            return f"{node.name} ({node.op}): {verdict.reason}"
+    return None
+
+
+def _check_case(backend: Backend, case: OpCase) -> None:
+    """Compile ``case`` with the backend alone, run it, compare; AssertionError naming all."""
+    try:
+        part = backend.compile(case.graph, {})
+    except Exception as exc:
+        raise AssertionError(f"{backend.name} claims {case.op} but cannot compile "
+                             f"{case.describe()}: {type(exc).__name__}: {exc}") from exc
+    try:
+        got = part.run(case.inputs)
+    except Exception as exc:
+        raise AssertionError(f"{backend.name} compiled but failed to run {case.describe()}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    problem = compare_outputs(case, got)
+    if problem is not None:
+        raise AssertionError(f"{backend.name} computes a wrong {case.op}: {problem}")
+
+
+def test_op(backend: Backend, op: str, dtype: str, max_examples: int,
+            request: pytest.FixtureRequest) -> None:
+    """Every drawn case the backend accepts compiles, runs and matches the reference."""
+    accepted: list[OpCase] = []
+    declined: list[str] = []
+
+    @_settings(max_examples)
+    @given(case=op_cases(op, dtype))
+    def check(case: OpCase) -> None:
+        reason = _declined(backend, case.graph)
+        if reason is not None:
+            declined.append(reason)
+            return
+        accepted.append(case)
+        _check_case(backend, case)
+
+    check()
+    if not accepted:
+        pytest.skip(f"{UNSUPPORTED_PREFIX} {backend.name} declined all {len(declined)} "
+                    f"{op} {dtype} cases, e.g. {declined[0]}")
+    if declined:
+        total = len(declined) + len(accepted)
+        detail = f"declined {len(declined)} of {total} cases, e.g. {declined[0]}"
+        request.node.user_properties.append(("hetero_detail", detail))
+
+
+def test_pattern(backend: Backend, pattern: Pattern) -> None:
+    """The pattern's example, compiled whole by the backend, matches the reference."""
+    graph = _pattern_example(backend, pattern)
+    inputs = model_inputs(graph)
+    want = run_reference(graph, inputs)
+    try:
+        got = backend.compile(graph, {}).run(inputs)
+    except Exception as exc:  # noqa: BLE001 - whatever a plugin raises is its failure
+        _fail(f"{backend.name}: pattern {pattern.name!r}: its example fails to compile "
+              f"or run: {type(exc).__name__}: {exc}")
+    _compare(f"{backend.name}: pattern {pattern.name!r}", got, want)
+
+
+def _compare(where: str, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    for name, expected in want.items():
+        assert name in got, f"{where}: output {name!r} is missing (got {sorted(got)})"
+        array = np.asarray(got[name])
+        assert array.dtype == expected.dtype, \
+            f"{where}: output {name!r} is {array.dtype}, expected {expected.dtype}"
+        problem = _composite_tolerance(expected.dtype).check(array, expected)
+        assert problem is None, f"{where}: output {name!r}: {problem}"
+
+
+# -- rejection --------------------------------------------------------------------
+
+
+def test_rejection(backend: Backend, canonical_op: str) -> None:
+    """``supports`` answers Support for a case of every dtype of the op, and never raises."""
+    for dtype in case_dtypes(canonical_op):
+        case = example_case(canonical_op, dtype)
+        for node in case.graph.nodes:
+            try:
+                verdict = backend.supports(node)
+            except Exception as exc:  # noqa: BLE001 - whatever a plugin raises is its failure
+                _fail(f"{backend.name}.supports raised {type(exc).__name__}: {exc} for "
+                      f"{case.describe()}; refuse with Support.no(reason) instead")
+            assert isinstance(verdict, Support), (
+                f"{backend.name}.supports returned {verdict!r} for {case.describe()}; "
+                "return Support.yes() or Support.no(reason)")
+
+
+# -- determinism and artifacts ----------------------------------------------------
+
+
+def _accepted_example(backend: Backend, op: str) -> OpCase:
+    """The example case of ``op`` in its first dtype the backend accepts; skip if none."""
+    reasons = []
+    for dtype in case_dtypes(op):
+        case = example_case(op, dtype)
+        reason = _declined(backend, case.graph)
+        if reason is None:
+            return case
+        reasons.append(f"{dtype}: {reason}")
+    pytest.skip(f"{UNSUPPORTED_PREFIX} {backend.name} declines every example of {op} "
+                f"({'; '.join(reasons)})")
+
+
+def test_artifact(backend: Backend, claimed_op: str) -> None:
+    """Two compiles of one case give byte-identical artifacts; the artifact loads and runs."""
+    case = _accepted_example(backend, claimed_op)
+    first, second = backend.compile(case.graph, {}), backend.compile(case.graph, {})
+    artifact = first.artifact
+    assert isinstance(artifact, bytes), (
+        f"{backend.name}: the artifact of {case.describe()} is {type(artifact).__name__}, not bytes")
+    assert artifact == second.artifact, (
+        f"{backend.name}: compiling {case.describe()} twice gave different artifacts "
+        f"({len(artifact)} and {len(second.artifact)} bytes): compiles must be deterministic")
+    loaded = backend.load_artifact(artifact)
+    assert (tuple(loaded.inputs), tuple(loaded.outputs)) == (tuple(first.inputs), tuple(first.outputs)), (
+        f"{backend.name}: the loaded part of {case.describe()} has interface "
+        f"{loaded.inputs} -> {loaded.outputs}, the compiled one {first.inputs} -> {first.outputs}")
+    problem = compare_outputs(case, loaded.run(case.inputs))
+    assert problem is None, f"{backend.name}: the reloaded artifact computes a wrong result: {problem}"
+
+
+# -- end to end -------------------------------------------------------------------
+
+
+def test_model(backend: Backend, model: Callable[[], Graph]) -> None:
+    """The model, split between the backend and llvm_cpu, matches the reference, and
+    the backend gets a node of it when it takes any."""
+    graph = model()
+    taken = [n.name for n in graph.nodes if backend.supports(n).ok]
+    if not taken:
+        pytest.skip("backend claims none of the model's ops")
+    targets = [backend.name] if backend.name == FALLBACK else [backend.name, FALLBACK]
+    inputs = model_inputs(graph)
+    # min_ratio=0: keep even a one-node island on the backend, so it is exercised.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exe = hetero.compile(graph, targets=targets, min_ratio=0.0)
+    except HeteroError as exc:
+        _fail(f"{graph.name} on {'+'.join(targets)} does not compile: {exc}")
+    failed = [f for f in exe.fallbacks if f.backend == backend.name]
+    assert not failed, f"{backend.name} failed to compile part of {graph.name}: {failed[0]}"
+    placed = {p.backend for p in exe.placements}
+    assert backend.name in placed, (
+        f"{backend.name} takes {taken} of {graph.name}, yet the partition gives it nothing "
+        f"(placed on {sorted(placed)})")
+    _compare(f"{graph.name} on {'+'.join(targets)}", exe.run(inputs), run_reference(graph, inputs))
+
+
+# -- robustness -------------------------------------------------------------------
+
+
+def _bad_inputs(kind: str, graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``inputs`` spoilt in one way: ``wrong_dtype``, ``wrong_shape`` or ``missing``."""
+    name = graph.inputs[0].name
+    spoilt = dict(inputs)
+    if kind == "missing":
+        del spoilt[name]
+    elif kind == "wrong_shape":
+        spoilt[name] = np.zeros((*inputs[name].shape, 2), inputs[name].dtype)
+    else:
+        other = np.float64 if inputs[name].dtype != np.float64 else np.float32
+        spoilt[name] = inputs[name].astype(other)
+    return spoilt
+
+
+@pytest.mark.parametrize("kind", ["wrong_dtype", "wrong_shape", "missing"])
+def test_bad_input(backend: Backend, pytestconfig: pytest.Config, kind: str) -> None:
+    """An executable on the backend answers a bad input with InputError, not a crash."""
+    claimed = [op for op in _selected_ops(pytestconfig) if op in backend.supported_ops]
+    cases = (example_case(op, dtype) for op in claimed for dtype in case_dtypes(op))
+    case = next((c for c in cases if c.graph.inputs and _declined(backend, c.graph) is None), None)
+    if case is None:
+        pytest.skip(f"{backend.name} accepts no example case with an input")
+    exe = hetero.compile(case.graph, targets=[backend.name], strict=True, passes=[])
+    exe.run(case.inputs)
+    try:
+        exe.run(_bad_inputs(kind, case.graph, case.inputs))
+    except InputError:
+        return
+    except Exception as exc:  # noqa: BLE001 - anything but InputError is the failure
+        _fail(f"{backend.name}: {kind} input to {case.describe()} raised "
+              f"{type(exc).__name__}, not InputError: {exc}")
+    _fail(f"{backend.name}: {kind} input to {case.describe()} ran without an error")
