@@ -20,6 +20,7 @@ from typing import Any
 
 from hetero.core.ir.graph import Node, Value
 from hetero.core.ir.tir.compute import Reduce, Tensor, lower, placeholder, stages
+from hetero.core.ir.tir.expr import Load
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.types import TensorType
@@ -127,15 +128,26 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
             consumers.setdefault(id(p), []).append(t)
     # Consumers first, so each stage knows where its consumers' bodies end up. A
     # reduction inlined into a stage that reduces would land inside that stage's
-    # reduction, which the accumulator hoisting cannot express: such a stage stays a
-    # buffer.
+    # reduction, which the accumulator hoisting cannot express; one read more than
+    # once where it lands (Gelu reads x twice) would be computed twice. Such a stage
+    # stays a buffer.
     for t in reversed(order):
         if id(t) in internal and t not in outs and not t.is_placeholder:
-            t.inline = not (_reduces(t) and any(_reduces(s) for s in _landing(t, consumers)))
+            t.inline = not (_reduces(t) and (any(_reduces(s) for s in _landing(t, consumers))
+                                             or _copies(t, consumers) > 1))
     for v, t in zip(outputs, outs):
         if t.is_placeholder:
             raise HeteroError(f"group {name}: output {v.name} is one of its inputs unchanged")
     return lower(identifier(name, set()), params, outs)
+
+
+def _copies(t: Tensor, consumers: dict[int, list[Tensor]]) -> int:
+    """How many times ``t``'s body would appear in materialised stages if inlined."""
+    total = 0
+    for c in {id(c): c for c in consumers.get(id(t), [])}.values():
+        reads = sum(1 for e in exprs_of(c.body) if isinstance(e, Load) and e.buffer is t.buffer)
+        total += reads * (_copies(c, consumers) if c.inline else 1)
+    return total
 
 
 def _landing(t: Tensor, consumers: dict[int, list[Tensor]]) -> list[Tensor]:

@@ -11,6 +11,7 @@ rounding, the reference's own rounding of its intermediate one more again.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -138,3 +139,24 @@ def test_an_anchor_read_by_a_reduction_stays_a_buffer() -> None:
     expected = run_reference(graph, {"x": x})[y.name]
     magnitude = conv_magnitude(x, w, (0, 0, 0, 0)).mean(axis=(2, 3), keepdims=True)
     assert_within(ours, expected, magnitude, 8 + 9 + 3)
+
+
+def test_an_anchor_read_twice_by_its_epilogue_stays_a_buffer() -> None:
+    """MatMul -> Add -> Gelu: Gelu reads its input twice (x · Φ(x)), so inlining would
+    compute the product twice, and the accumulator could hold only one copy. The
+    product gets a buffer; the Add still inlines into the Gelu. A sum of 4 terms,
+    then the bias and Gelu's few roundings."""
+    x, w, bias = uniform(3, 4), uniform(4, 5), uniform(5)
+    b = GraphBuilder("matmul_add_gelu")
+    mm = b.MatMul(b.input("x", x.shape), w)
+    y = b.Gelu(b.Add(mm, bias))
+    b.output(y)
+    graph = b.build()
+    func, ours = run_fused(graph, {"x": x})
+    materialised = [a.buffer.name for a in allocations(func) if a.buffer.scope == "global"]
+    assert materialised == [mm.name]
+    # The product's reduction loop exists once, in the MatMul's own block.
+    assert len(re.findall(r"for \w+_k\w* in range", str(func))) == 1
+    expected = run_reference(graph, {"x": x})[y.name]
+    magnitude = np.abs(x).astype(np.float64) @ np.abs(w) + np.abs(bias)
+    assert_within(ours, expected, magnitude, 4 + 8)
