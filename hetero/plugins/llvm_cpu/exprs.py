@@ -32,6 +32,8 @@ _FLOAT_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", 
                      "floor": "llvm.floor", "ceil": "llvm.ceil", "round_even": "llvm.roundeven"}
 # No LLVM intrinsic exists for these: call the C library (glibc: below 2 ulp in float).
 _LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+#: Intrinsics rendered as scalar C library calls, which LLVM's loop vectorizer cannot widen.
+SCALAR_CALLS = frozenset(_LIBM)
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 

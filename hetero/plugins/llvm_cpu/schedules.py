@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import math
 
-from hetero.core.ir.tir.expr import Expr, Var
+from hetero.core.ir.tir.expr import Call, Expr, Var
 from hetero.core.ir.tir.stmt import (
     Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, walk,
 )
+from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
+from hetero.plugins.llvm_cpu.exprs import SCALAR_CALLS
 from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile, schedule_tiled
 from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
 
@@ -98,6 +100,10 @@ def _vectorize_innermost(sch: Schedule, block_name: str) -> None:
     if any(isinstance(s, Allocate) for s in walk(block)):
         return
     if affine(inner.indices[-1]) != ({loop.var: 1}, 0) or _mentions(inner.indices[:-1], loop.var):
+        return
+    # A libm call (erf, tanh) stays scalar: asked to vectorize around it, LLVM gives up
+    # and warns on stderr.
+    if any(isinstance(e, Call) and e.func in SCALAR_CALLS for e in exprs_of(inner.value)):
         return
     sch.vectorize(LoopRef(block_name, loop.var.name))
 
