@@ -41,6 +41,8 @@ def _mean(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
             return total / count
     # Integer means truncate toward zero (C division), computed exactly in integers;
     # with no integer NaN, the mean of an empty set is taken to be 0.
+    if x.dtype.kind == "u":
+        return total // max(count, 1)
     quotient = np.abs(total) // max(count, 1)
     return np.where(total < 0, -quotient, quotient)
 
