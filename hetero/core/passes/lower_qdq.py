@@ -306,7 +306,14 @@ def _binary(graph: Graph, m: Match) -> _Unit | str:
     ratios = (np.array([a.scale, b.scale]) if unit.core.op == "Add"
               else np.array([a.scale * b.scale])) / unit.out.scale
     found = _multipliers(ratios, f"{unit.core.op} {unit.core.name}")
-    return found if isinstance(found, str) else unit
+    if isinstance(found, str):
+        return found
+    if unit.core.op == "Add":
+        try:
+            quantize_add_multipliers(*ratios)
+        except ValueError as exc:
+            return f"Add {unit.core.name}: {exc}"
+    return unit
 
 
 def _check_binary(graph: Graph, m: Match) -> str | None:

@@ -102,7 +102,18 @@ def test_qadd_broadcasts_and_shares_one_shift() -> None:
             y_zero=1)
     # (a - 2) + b / 2 + 1
     np.testing.assert_array_equal(y, [[9, 11, 13], [-11, -9, -7]])
-    assert (ma, shift) == quantize_multiplier(1.0) and mb == ma // 2
+    # Fifteen-bit multipliers: 1.0 is 2^14 · 2^-14.
+    assert (ma, mb, shift) == (2**14, 2**13, 14)
+
+
+def test_qadd_multipliers_have_fifteen_bits_and_keep_the_sum_in_int32() -> None:
+    for ratios in [(1.0, 0.5), (0.37, 1.9), (1e-3, 2e-3), (100.0, 3.0)]:
+        ma, mb, shift = quantize_add_multipliers(*ratios)
+        assert max(ma, mb) < 2**15 and 2**14 <= max(ma, mb)
+        assert abs(ma * 2.0**-shift - ratios[0]) <= 2**-14 * max(ratios)
+        assert 255 * (ma + mb) < 2**31
+    with pytest.raises(ValueError, match="too large for 15-bit"):
+        quantize_add_multipliers(2.0**15, 1.0)
 
 
 def test_qmul_multiplies_the_shifted_operands() -> None:
