@@ -1,0 +1,152 @@
+"""The npu_sim backend: int8 regions compiled to npu_sim programs and run on the simulator.
+
+It declares the device from :class:`NpuConfig` (the default preset): its memory
+hierarchy, its peak throughput (2 · rows · cols · clock), and the int8 ops the
+compiler lowers. :meth:`NpuSimBackend.supports` refuses, with a reason, float
+nodes, non-constant weights and anything the compiler cannot do;
+:meth:`NpuSimBackend.compile` reads the ``npu_*`` options into an NpuConfig and
+returns an :class:`NpuPart` whose ``run`` simulates the program exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+
+from hetero.core.ir.graph import Graph, Node
+from hetero.core.plugin.backend import Backend, Support
+from hetero.errors import PluginError
+from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
+from hetero.plugins.npu_sim.compiler.builder import Loc
+from hetero.plugins.npu_sim.config import NpuConfig
+from hetero.plugins.npu_sim.cycles import SimStats
+from hetero.plugins.npu_sim.program import Binding, Program
+from hetero.plugins.npu_sim.sim import simulate
+
+_FLOAT_REASON = "npu_sim computes int8 only: quantise the model first (hetero.compile(..., quantize=...))"
+_ARTIFACT = struct.Struct("<4sI")
+_MAGIC = b"NPUA"
+_WINDOW_OPS = {"QConv", "QAveragePool", "MaxPool"}
+
+
+class NpuPart:
+    """A compiled npu_sim region: ``run`` simulates its program; ``last_stats`` keeps the last run's cost."""
+
+    def __init__(self, program: Program, config: NpuConfig, locs: Mapping[str, Loc]) -> None:
+        self.program = program
+        self.config = config
+        self.locs = dict(locs)
+        self.inputs = tuple(b.name for b in program.inputs)
+        self.outputs = tuple(b.name for b in program.outputs)
+        self.last_stats: SimStats | None = None
+
+    @property
+    def artifact(self) -> bytes:
+        """The config, the DRAM layout of every computed value, then the program's bytes."""
+        meta = {"config": asdict(self.config),
+                "locs": {name: [loc.addr, list(loc.shape), list(loc.perm)] for name, loc in self.locs.items()}}
+        blob = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+        return _ARTIFACT.pack(_MAGIC, len(blob)) + blob + self.program.to_bytes()
+
+    @classmethod
+    def from_artifact(cls, artifact: bytes) -> NpuPart:
+        """The part whose :attr:`artifact` is ``artifact``."""
+        if len(artifact) < _ARTIFACT.size or artifact[:4] != _MAGIC:
+            raise PluginError("npu_sim: not an npu_sim artifact (bad magic); recompile the model")
+        _, length = _ARTIFACT.unpack_from(artifact)
+        meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
+        program = Program.from_bytes(artifact[_ARTIFACT.size + length:])
+        locs = {name: Loc(addr, tuple(shape), tuple(perm)) for name, (addr, shape, perm) in meta["locs"].items()}
+        return cls(program, NpuConfig(**meta["config"]), locs)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Simulate the program on ``inputs`` (by name); its outputs by name."""
+        result = simulate(self.program, self.config, {name: inputs[name] for name in self.inputs})
+        self.last_stats = result.stats
+        return result.outputs
+
+    def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs and every node's output as it lies in DRAM after the run, by value name."""
+        extra = tuple(Binding(name, loc.addr, loc.physical_shape, "int8") for name, loc in self.locs.items()
+                      if name not in self.outputs)
+        program = replace(self.program, outputs=self.program.outputs + extra)
+        result = simulate(program, self.config, {name: inputs[name] for name in self.inputs})
+        self.last_stats = result.stats
+        values = dict(result.outputs)
+        for name, loc in self.locs.items():
+            if name not in self.outputs:
+                values[name] = np.ascontiguousarray(np.transpose(values[name], np.argsort(loc.perm)))
+        return values
+
+
+class NpuSimBackend(Backend):
+    """The simulated NPU, declared from the default :class:`NpuConfig`."""
+
+    name = "npu_sim"
+    version = "0.1"
+    device_kind = "npu"
+    supported_ops = frozenset(EMITTERS)
+
+    def __init__(self, config: NpuConfig | None = None) -> None:
+        self.config = config or NpuConfig.from_options({})
+        self.memory = self.config.memory_hierarchy()
+        self.peak_gflops = 2.0 * self.config.array_rows * self.config.array_cols * self.config.clock_ghz
+
+    def supports(self, node: Node) -> Support:
+        """Int8 nodes the compiler lowers; every refusal says why."""
+        if node.op not in self.supported_ops:
+            return Support.no(f"npu_sim does not implement {node.op}; it takes {sorted(self.supported_ops)}")
+        values = [v for v in node.inputs if v is not None] + list(node.outputs)
+        if any(np.dtype(v.dtype).kind == "f" for v in values):
+            return Support.no(_FLOAT_REASON)
+        return _check_node(node)
+
+    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> NpuPart:
+        """Lower ``subgraph`` for the NpuConfig of ``options`` (``npu_preset``, ``npu_sram_kib``...).
+
+        ``npu_double_buffer=False`` compiles without splitting the SRAM buffers.
+        """
+        config = NpuConfig.from_options(options)
+        double = options.get("npu_double_buffer", True)
+        if not isinstance(double, bool):
+            raise PluginError(f"npu_sim: option npu_double_buffer must be True or False, got {double!r}")
+        lowered = lower_graph(subgraph, config, double_buffer=double)
+        return NpuPart(lowered.program, config, lowered.locs)
+
+    def load_artifact(self, artifact: bytes) -> NpuPart:
+        """Rebuild the part whose artifact is ``artifact``."""
+        return NpuPart.from_artifact(artifact)
+
+
+def _check_node(node: Node) -> Support:
+    """Everything but the op name and float dtypes: dtypes, constants, ranks, attributes."""
+    data = node.inputs[0]
+    if node.op in ("QConv", "QMatMul"):
+        weight = node.inputs[1]
+        if weight.data is None or (len(node.inputs) > 2 and node.inputs[2] is not None
+                                   and node.inputs[2].data is None):
+            return Support.no(f"npu_sim needs constant weights and bias for {node.op} (it pre-packs them into "
+                              f"its tile order); {weight.name} is computed at run time")
+    if data.dtype != np.int8 or any(v.dtype != np.int8 for v in node.outputs):
+        return Support.no(f"npu_sim takes int8 activations only; {node.op} {node.name} reads "
+                          f"{data.dtype} (an int32 Requantize input has no int8 path on the NPU)")
+    if any(len(v.shape) > 4 for v in list(node.inputs) + node.outputs if v is not None):
+        return Support.no("npu_sim moves tensors of rank 4 or less; its DMA boxes are 4-D")
+    if len(node.outputs) != 1:
+        return Support.no(f"npu_sim's {node.op} produces one output; the node asks for {len(node.outputs)}")
+    if node.op in _WINDOW_OPS:
+        if len(data.shape) != 4:
+            return Support.no(f"npu_sim runs 2-D {node.op} only (NCHW input); this one is {len(data.shape) - 2}-D")
+        if node.op != "QConv" and any(d != 1 for d in node.attrs.get("dilations") or (1, 1)):
+            return Support.no(f"npu_sim pools with dilation 1 only; {node.name} has {node.attrs['dilations']}")
+    if node.op == "QAdd":
+        a = node.attrs
+        if 255 * (abs(a["a_multiplier"]) + abs(a["b_multiplier"])) >= 2**31:
+            return Support.no("npu_sim adds in int32 lanes: QAdd needs 15-bit multipliers (the integer spec), "
+                              f"got {a['a_multiplier']} and {a['b_multiplier']}, whose terms overflow int32")
+    return Support.yes()
