@@ -1,8 +1,9 @@
 """``hetero.compile``: from a model to an :class:`~hetero.core.runtime.executable.Executable`.
 
-The steps: import (ONNX path, ModelProto or Graph), optimise, partition the graph
-across the targets (:func:`~hetero.core.partition.partition_graph`; ``llvm_cpu`` is
-the fallback and is appended when absent), compile every region's subgraph with its
+The steps: import (ONNX path, ModelProto or Graph), optimise, quantise when asked
+and lower quantised units for integer backends (:mod:`hetero.core.quant.flow`),
+partition the graph across the targets (:func:`~hetero.core.partition.partition_graph`;
+``llvm_cpu`` is the fallback and is appended when absent), compile every region's subgraph with its
 backend (through the compile cache), and wrap the compiled parts, in region order,
 with the transfers between them.
 
@@ -29,6 +30,8 @@ from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, partition_graph
 from hetero.core.passes.pipeline import optimize
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import get_backend
+from hetero.core.quant.calibrate import Calibration
+from hetero.core.quant.flow import lower_for_backends, quantize_model
 from hetero.core.runtime.cache import CompileCache, open_cache
 from hetero.core.runtime.executable import (
     CompileFallback,
@@ -59,6 +62,8 @@ def compile_model(
     passes: Sequence[str] | None = None,
     dump: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
+    quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
+    calibration_method: str = "minmax",
     **options: Any,
 ) -> Executable:
     """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
@@ -70,6 +75,12 @@ def compile_model(
     weigh against its transfers. ``strict=True`` makes a node its preferred target
     refuses an :class:`~hetero.errors.UnsupportedOpError` and a region its backend
     fails to compile a :class:`~hetero.errors.PluginError`, instead of falling back.
+
+    ``quantize`` asks for post-training int8 quantisation after the passes: a list of
+    sample inputs to calibrate on (with ``calibration_method``, ``"minmax"`` or
+    ``"percentile"``) or a ready :class:`~hetero.core.quant.Calibration`. Where a
+    target computes in int8 (npu_sim), the quantised units it takes become integer
+    ops before partitioning; a model that arrives quantised (QDQ) gets the same.
 
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes and the
@@ -85,10 +96,13 @@ def compile_model(
     """
     graph = model if isinstance(model, Graph) else load_onnx(model, input_shapes)
     graph = optimize(graph, passes)
+    if quantize is not None:
+        graph = quantize_model(graph, quantize, calibration_method)
     names = [targets] if isinstance(targets, str) else list(targets)
     if FALLBACK not in names:
         names.append(FALLBACK)
     backends = {name: get_backend(name) for name in names}
+    graph = lower_for_backends(graph, [b for n, b in backends.items() if n != FALLBACK])
     partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
     if strict:
         _refuse_fallbacks(partition, overrides or {})

@@ -1,0 +1,60 @@
+"""Quantisation in the compile flow: calibrate and quantise, then lower for integer backends.
+
+Two steps, each Graph → Graph, that :func:`hetero.compile` runs after the graph
+passes and before partitioning:
+
+- :func:`quantize_model` (only when the user asks, ``quantize=``): calibrate on
+  sample inputs (or take a :class:`~hetero.core.quant.calibrate.Calibration`
+  computed before) and write QDQ, as onnxruntime's static quantiser does;
+- :func:`lower_for_backends` (always; a float graph passes unchanged): where a
+  selected backend computes in int8 (it declares hetero's integer ops), the QDQ
+  units it would take become integer ops (:func:`lower_qdq_where`), so that the
+  partitioner sees ``QConv`` where an NPU can run one. A unit no such backend takes
+  stays float QDQ, which every backend runs. A model that arrives quantised (QDQ
+  from onnxruntime's quantiser) goes through the same lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hetero.core.ir.graph import Graph
+from hetero.core.ir.ops.qint import INTEGER_OPS
+from hetero.core.passes.lower_qdq import lower_qdq_where
+from hetero.core.passes.quantize import quantize
+from hetero.core.plugin.backend import Backend
+from hetero.core.quant.calibrate import Calibration, MinMax, Percentile, RangeMethod, calibrate
+from hetero.errors import QuantizationError, did_you_mean
+
+#: Calibration methods by name, as ``hetero.compile(calibration_method=...)`` and the CLI take them.
+METHODS: dict[str, type[RangeMethod]] = {"minmax": MinMax, "percentile": Percentile}
+
+
+def quantize_model(
+    graph: Graph,
+    data: Calibration | Sequence[Mapping[str, Any]],
+    method: str = "minmax",
+) -> Graph:
+    """``graph`` quantised to int8 QDQ, calibrated on ``data`` (sample inputs) with ``method``.
+
+    ``data`` may also be a ready :class:`Calibration`, whose ranges are used as they are.
+    """
+    if isinstance(data, Calibration):
+        return quantize(graph, data)
+    if method not in METHODS:
+        raise QuantizationError(f"unknown calibration method {method!r}{did_you_mean(method, METHODS)}; "
+                                f"choose one of {', '.join(METHODS)}")
+    if isinstance(data, Mapping):
+        raise QuantizationError(
+            f"quantize= takes a list of sample inputs (each a dict of input name to array) or a "
+            f"Calibration; got one dict: wrap it in a list to calibrate {graph.name} on one sample")
+    return quantize(graph, calibrate(graph, data, METHODS[method]()))
+
+
+def lower_for_backends(graph: Graph, backends: Sequence[Backend]) -> Graph:
+    """The QDQ units of ``graph`` that an integer backend among ``backends`` takes, as integer ops."""
+    takers = [b for b in backends if INTEGER_OPS & set(b.supported_ops)]
+    if not takers or not any(n.op == "DequantizeLinear" for n in graph.nodes):
+        return graph
+    return lower_qdq_where(graph, lambda node: any(b.supports(node).ok for b in takers))
