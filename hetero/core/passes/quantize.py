@@ -13,7 +13,7 @@ The output is the QDQ format onnxruntime's ``quantize_static(quant_format=QDQ,
 per_channel=True, activation_type=QInt8, weight_type=QInt8)`` writes, with its names
 (``t_QuantizeLinear_Output``, ``w_quantized``, ...), and follows its conventions:
 
-- Conv/Gemm/MatMul followed by their only consumer Relu or Clip are not quantised in
+- Conv/Gemm/MatMul/Add followed by their only consumer Relu or Clip are not quantised in
   between: the pair goes after the activation, which thus fuses into the integer op
   (onnxruntime drops the activation altogether; hetero keeps it, which computes the
   same numbers, since the activation's range is what is quantised);
@@ -52,6 +52,8 @@ DEFAULT_OPS = frozenset({
 })
 _WEIGHTED = frozenset({"Conv", "Gemm", "MatMul"})
 _ACTIVATIONS = frozenset({"Relu", "Clip"})
+#: Ops whose integer form clamps: an activation after them needs no pair in between.
+_FUSES_ACTIVATION = frozenset({"Conv", "Gemm", "MatMul", "Add"})
 _SAME_PARAMS = frozenset({"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
@@ -137,9 +139,9 @@ class _Quantizer:
 
     def run(self, nodes: list[Node]) -> None:
         chosen = {id(n) for n in nodes}
-        # Outputs of Conv/Gemm/MatMul whose only reader is an activation: no pair between.
+        # Outputs of Conv/Gemm/MatMul/Add whose only reader is an activation: no pair between.
         fused = {id(n.output) for n in nodes
-                 if n.op in _WEIGHTED and n.output not in self.graph.outputs
+                 if n.op in _FUSES_ACTIVATION and n.output not in self.graph.outputs
                  and len(n.output.users) == 1 and n.output.users[0].op in _ACTIVATIONS
                  and id(n.output.users[0]) in chosen}
         for node in nodes:

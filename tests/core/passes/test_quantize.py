@@ -92,6 +92,27 @@ def test_pairs_sit_where_onnxruntime_puts_them(small: Small) -> None:
     verify(q)
 
 
+def test_an_add_and_its_relu_are_one_unit_that_lowers_to_a_clamping_qadd() -> None:
+    # ResNet's residual join: Add -> Relu. No pair between them, so the Relu is the
+    # QAdd's clamp instead of a Requantize of its own.
+    from hetero.core.passes.lower_qdq import lower_qdq
+
+    b = GraphBuilder("residual")
+    x, skip = b.input("x", (1, 4, 4, 4)), b.input("skip", (1, 4, 4, 4))
+    b.output(b.Relu(b.Add(x, skip, name="a"), name="r"))
+    graph = b.build()
+    rng = np.random.default_rng(3)
+    samples = [{n: rng.standard_normal((1, 4, 4, 4)).astype(np.float32) for n in ("x", "skip")}
+               for _ in range(4)]
+    q = quantize(graph, calibrate(graph, samples))
+    assert q.node("r").inputs[0].producer.op == "Add"
+    assert _quantised_tensors(q) == {"x", "skip", "r"}
+    lowered = lower_qdq(q)
+    [qadd] = [n for n in lowered.nodes if n.op == "QAdd"]
+    assert "Requantize" not in lowered.op_histogram()
+    assert qadd.attrs["y_min"] >= qadd.attrs["y_zero"]
+
+
 def test_data_movement_ops_reuse_their_input_parameters(small: Small) -> None:
     _, _, q = small
     quant = {n.inputs[0].name: n for n in q.nodes if n.op == "QuantizeLinear"}
