@@ -24,7 +24,8 @@ from typing import NoReturn
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.errors import NoSuchExample
 
 import hetero
 from hetero.core.ir.graph import Graph
@@ -46,6 +47,8 @@ from hetero.testing.models import MODELS, model_inputs
 
 #: The backend every model falls back to for the ops the checked backend does not take.
 FALLBACK = "llvm_cpu"
+#: Generated cases tried per dtype when a backend declines an op's example case.
+ACCEPTED_SEARCH = 50
 
 # Composite graphs chain several rounded ops and sums, so no per-op bound applies;
 # these are `hetero run --compare`'s defaults, which a wrong kernel misses by far.
@@ -309,14 +312,21 @@ def test_rejection(backend: Backend, canonical_op: str) -> None:
 
 
 def _accepted_example(backend: Backend, op: str) -> OpCase:
-    """The example case of ``op`` in its first dtype the backend accepts; skip if none."""
+    """A case of ``op`` the backend accepts: the example of its first dtype that has one,
+    else a generated case the backend accepts (a 2-D-only backend declines a 1-D
+    example Conv); skip if none."""
     reasons = []
     for dtype in case_dtypes(op):
         case = example_case(op, dtype)
         reason = _declined(backend, case.graph)
         if reason is None:
             return case
-        reasons.append(f"{dtype}: {reason}")
+        try:
+            return find(op_cases(op, dtype), lambda c: _declined(backend, c.graph) is None,
+                        settings=settings(max_examples=ACCEPTED_SEARCH, derandomize=True, database=None,
+                                          suppress_health_check=list(HealthCheck)))
+        except NoSuchExample:
+            reasons.append(f"{dtype}: {reason}")
     pytest.skip(f"{UNSUPPORTED_PREFIX} {backend.name} declines every example of {op} "
                 f"({'; '.join(reasons)})")
 

@@ -133,8 +133,9 @@ def _check_node(node: Node) -> Support:
             return Support.no(f"npu_sim needs constant weights and bias for {node.op} (it pre-packs them into "
                               f"its tile order); {weight.name} is computed at run time")
     if data.dtype != np.int8 or any(v.dtype != np.int8 for v in node.outputs):
+        why = " (an int32 Requantize input has no int8 path on the NPU)" if node.op == "Requantize" else ""
         return Support.no(f"npu_sim takes int8 activations only; {node.op} {node.name} reads "
-                          f"{data.dtype} (an int32 Requantize input has no int8 path on the NPU)")
+                          f"{data.dtype}{why}")
     if any(len(v.shape) > 4 for v in list(node.inputs) + node.outputs if v is not None):
         return Support.no("npu_sim moves tensors of rank 4 or less; its DMA boxes are 4-D")
     if len(node.outputs) != 1:
