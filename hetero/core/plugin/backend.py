@@ -28,12 +28,12 @@ backend a plugin provides and skips (and reports) those that fail.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 import math
 import numbers
 import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -137,6 +137,11 @@ class CompiledPart(Protocol):
     its outputs and every intermediate value it materialises, by value name.
     ``hetero compare`` then charges numerical errors to the node that made them
     instead of to the whole region.
+
+    A part may also offer ``report() -> str``, what its last run cost in its own
+    terms (cycles, utilisation...), which :meth:`Executable.report` appends per
+    region, and ``timeline_html() -> str``, its last run's execution timeline as a
+    self-contained HTML page, which :meth:`Executable.timelines` collects.
     """
 
     inputs: tuple[str, ...]

@@ -144,7 +144,8 @@ class Executable:
 
     def report(self) -> str:
         """The partition report, any compile fallbacks, then per-kernel and per-transfer
-        time and share over every run so far, slowest first."""
+        time and share over every run so far, slowest first; then, for each part with a
+        ``report()``, a section "region rN on BACKEND" with its text about the last run."""
         lines = [self.partition_report, ""] if self.partition_report else []
         if self.fallbacks:
             lines += ["compile fallbacks", *(f"  {f}" for f in self.fallbacks), ""]
@@ -160,7 +161,19 @@ class Executable:
         for kernel, s in sorted(self._stats.items(), key=lambda kv: -kv[1].seconds):
             share = s.seconds / total if total else 0.0
             lines.append(f"{kernel[:47]:<48}{s.calls:>6}{s.seconds / s.calls * 1e3:>10.3f}{share:>8.1%}")
+        for placement in self.placements:
+            part_report = getattr(placement.part, "report", None)
+            if callable(part_report):
+                lines += ["", f"region {placement.region or '-'} on {placement.backend}", part_report()]
         return "\n".join(lines)
+
+    def timelines(self) -> dict[str, str]:
+        """Each part's last-run execution timeline as an HTML page, by region name,
+        for the parts that draw one (``timeline_html``)."""
+        if not self._stats:
+            raise HeteroError(f"executable {self.name}: no timeline before a run; call run() first")
+        return {placement.region or placement.backend: placement.part.timeline_html()
+                for placement in self.placements if callable(getattr(placement.part, "timeline_html", None))}
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write everything needed to run again into one zip file at ``path``."""

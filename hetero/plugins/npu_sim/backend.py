@@ -5,7 +5,8 @@ hierarchy, its peak throughput (2 · rows · cols · clock), and the int8 ops th
 compiler lowers. :meth:`NpuSimBackend.supports` refuses, with a reason, float
 nodes, non-constant weights and anything the compiler cannot do;
 :meth:`NpuSimBackend.compile` reads the ``npu_*`` options into an NpuConfig and
-returns an :class:`NpuPart` whose ``run`` simulates the program exactly.
+returns an :class:`NpuPart` whose ``run`` simulates the program exactly, and
+whose ``report`` and ``timeline_html`` show what the last run cost.
 """
 
 from __future__ import annotations
@@ -26,21 +27,33 @@ from hetero.plugins.npu_sim.compiler.builder import Loc
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
 from hetero.plugins.npu_sim.program import Binding, Program
+from hetero.plugins.npu_sim.report import build_report, format_report
 from hetero.plugins.npu_sim.sim import simulate
+from hetero.plugins.npu_sim.timeline import to_html
 
-_FLOAT_REASON = "npu_sim computes int8 only: quantise the model first (hetero.compile(..., quantize=...))"
+_FLOAT_REASON = "npu_sim computes int8 only: quantise the model first (hetero.compile(..., quantize=...) or --quantize)"
 _ARTIFACT = struct.Struct("<4sI")
 _MAGIC = b"NPUA"
 _WINDOW_OPS = {"QConv", "QAveragePool", "MaxPool"}
 
 
 class NpuPart:
-    """A compiled npu_sim region: ``run`` simulates its program; ``last_stats`` keeps the last run's cost."""
+    """A compiled npu_sim region: ``run`` simulates its program; ``last_stats`` keeps the last run's cost.
 
-    def __init__(self, program: Program, config: NpuConfig, locs: Mapping[str, Loc]) -> None:
+    ``ops`` maps the region's node names (the instructions' tags) to their ops, for
+    the report. With ``record_timeline`` set (the ``npu_timeline`` option) each run
+    also records every instruction's place in the schedule, which :meth:`report`
+    breaks down per layer and :meth:`timeline_html` draws; plain runs skip that
+    bookkeeping.
+    """
+
+    def __init__(self, program: Program, config: NpuConfig, locs: Mapping[str, Loc],
+                 ops: Mapping[str, str] | None = None, *, record_timeline: bool = False) -> None:
         self.program = program
         self.config = config
         self.locs = dict(locs)
+        self.ops = dict(ops or {})
+        self.record_timeline = record_timeline
         self.inputs = tuple(b.name for b in program.inputs)
         self.outputs = tuple(b.name for b in program.outputs)
         self.last_stats: SimStats | None = None
@@ -49,7 +62,8 @@ class NpuPart:
     def artifact(self) -> bytes:
         """The config, the DRAM layout of every computed value, then the program's bytes."""
         meta = {"config": asdict(self.config),
-                "locs": {name: [loc.addr, list(loc.shape), list(loc.perm)] for name, loc in self.locs.items()}}
+                "locs": {name: [loc.addr, list(loc.shape), list(loc.perm)] for name, loc in self.locs.items()},
+                "ops": self.ops, "timeline": self.record_timeline}
         blob = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         return _ARTIFACT.pack(_MAGIC, len(blob)) + blob + self.program.to_bytes()
 
@@ -62,13 +76,31 @@ class NpuPart:
         meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
         program = Program.from_bytes(artifact[_ARTIFACT.size + length:])
         locs = {name: Loc(addr, tuple(shape), tuple(perm)) for name, (addr, shape, perm) in meta["locs"].items()}
-        return cls(program, NpuConfig(**meta["config"]), locs)
+        # Artifacts written before the report existed lack "ops" and "timeline".
+        return cls(program, NpuConfig(**meta["config"]), locs, meta.get("ops", {}),
+                   record_timeline=meta.get("timeline", False))
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Simulate the program on ``inputs`` (by name); its outputs by name."""
-        result = simulate(self.program, self.config, {name: inputs[name] for name in self.inputs})
+        result = simulate(self.program, self.config, {name: inputs[name] for name in self.inputs},
+                          timeline=self.record_timeline)
         self.last_stats = result.stats
         return result.outputs
+
+    def report(self) -> str:
+        """The last run's cost as text: totals, roofline, SRAM use and, with a timeline, per-layer rows."""
+        if self.last_stats is None:
+            return "npu_sim: not run yet; call run() first"
+        return format_report(build_report(self.program, self.config, self.last_stats, self.ops))
+
+    def timeline_html(self) -> str:
+        """The last run's execution timeline as a self-contained HTML page."""
+        stats = self.last_stats
+        if stats is None or not stats.timeline:
+            raise PluginError("npu_sim: no timeline recorded; compile with npu_timeline=True (or set the part's "
+                              "record_timeline) and run it first")
+        report = build_report(self.program, self.config, stats, self.ops)
+        return to_html(report, stats.timeline, title=f"npu_sim timeline ({len(self.program.instrs)} instructions)")
 
     def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The outputs and every node's output as it lies in DRAM after the run, by value name."""
@@ -82,6 +114,11 @@ class NpuPart:
             if name not in self.outputs:
                 values[name] = np.ascontiguousarray(np.transpose(values[name], np.argsort(loc.perm)))
         return values
+
+
+#: Float ops whose quantised units become integer ops this backend runs.
+_QUANTISABLE = frozenset({"Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "AveragePool",
+                          "GlobalAveragePool"})
 
 
 class NpuSimBackend(Backend):
@@ -100,7 +137,13 @@ class NpuSimBackend(Backend):
     def supports(self, node: Node) -> Support:
         """Int8 nodes the compiler lowers; every refusal says why."""
         if node.op not in self.supported_ops:
-            return Support.no(f"npu_sim does not implement {node.op}; it takes {sorted(self.supported_ops)}")
+            if node.op in ("QuantizeLinear", "DequantizeLinear"):
+                return Support.no(f"npu_sim computes in int8 between its regions' boundaries; the "
+                                  f"{node.op} at a boundary runs on the host")
+            if node.op in _QUANTISABLE:
+                return Support.no(_FLOAT_REASON)
+            return Support.no(f"npu_sim does not implement {node.op} (`hetero plugins npu_sim` lists "
+                              "what it takes)")
         values = [v for v in node.inputs if v is not None] + list(node.outputs)
         if any(np.dtype(v.dtype).kind == "f" for v in values):
             return Support.no(_FLOAT_REASON)
@@ -109,14 +152,20 @@ class NpuSimBackend(Backend):
     def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> NpuPart:
         """Lower ``subgraph`` for the NpuConfig of ``options`` (``npu_preset``, ``npu_sram_kib``...).
 
-        ``npu_double_buffer=False`` compiles without splitting the SRAM buffers.
+        ``npu_double_buffer=False`` compiles without splitting the SRAM buffers;
+        ``npu_timeline=True`` makes every run record the timeline the part's report
+        and ``timeline_html`` break down.
         """
         config = NpuConfig.from_options(options)
         double = options.get("npu_double_buffer", True)
         if not isinstance(double, bool):
             raise PluginError(f"npu_sim: option npu_double_buffer must be True or False, got {double!r}")
+        timeline = options.get("npu_timeline", False)
+        if not isinstance(timeline, bool):
+            raise PluginError(f"npu_sim: option npu_timeline must be True or False, got {timeline!r}")
         lowered = lower_graph(subgraph, config, double_buffer=double)
-        return NpuPart(lowered.program, config, lowered.locs)
+        return NpuPart(lowered.program, config, lowered.locs, {n.name: n.op for n in subgraph.nodes},
+                       record_timeline=timeline)
 
     def load_artifact(self, artifact: bytes) -> NpuPart:
         """Rebuild the part whose artifact is ``artifact``."""
