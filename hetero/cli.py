@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement_arguments(comp)
     comp.add_argument("--strict", action="store_true",
                       help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
+    _add_quantize_arguments(comp)
     comp.add_argument("-o", "--output", help="where to save the executable (default MODEL.hetero)")
     comp.add_argument("--dump", metavar="DIR", help="write every stage (graph, tensor IR, LLVM IR, assembly)")
     comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
@@ -57,8 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement_arguments(run, extra="; or 'reference' for the numpy reference executor")
     run.add_argument("--strict", action="store_true",
                      help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
+    _add_quantize_arguments(run)
     run.add_argument("--repeat", type=int, default=1, help="runs to time (the median is reported)")
     run.add_argument("--report", action="store_true", help="print the per-kernel time report")
+    run.add_argument("--timeline", metavar="FILE.html",
+                     help="write the execution timeline of the parts that draw one (npu_sim), one "
+                          "page per region (FILE.rN.html when there are several)")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="an input array (default: seeded standard-normal data)")
     run.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
@@ -77,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_arguments(part)
     _add_placement_arguments(part)
+    _add_quantize_arguments(part)
     part.add_argument("--format", choices=["text", "json", "dot", "html"], default="text",
                       help="report format: text, JSON for tools, Graphviz DOT, or a self-contained HTML page")
     part.add_argument("--output", metavar="FILE", help="write the report to FILE instead of printing it")
@@ -88,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_arguments(compare)
     _add_placement_arguments(compare)
+    _add_quantize_arguments(compare)
     compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
     compare.add_argument("--random-weights", type=int, metavar="SEED",
@@ -123,6 +130,60 @@ def _add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") -
                         help="first target that takes a node, or least estimated time (default priority)")
     parser.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
                         help="pin a node (by name) or every node of an op type to a backend")
+
+
+def _add_quantize_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantize", action="store_true",
+                        help="post-training int8 quantisation after the graph passes (npu_sim computes int8 only)")
+    parser.add_argument("--calibrate", type=int, default=8, metavar="N",
+                        help="with --quantize: calibrate on N seeded standard-normal inputs (default 8)")
+    parser.add_argument("--calibration-data", metavar="FILE.npz",
+                        help="with --quantize: calibrate on these inputs instead (one array per input "
+                             "name, samples along the first axis)")
+    parser.add_argument("--calibration-method", choices=["minmax", "percentile"], default="minmax",
+                        help="with --quantize: how tensor ranges are taken (default minmax)")
+
+
+def _quantize_options(args: argparse.Namespace, graph: object) -> dict[str, object]:
+    """``hetero.compile``'s quantize= and calibration_method=, from the command line."""
+    import numpy as np
+
+    if not args.quantize:
+        if args.calibration_data:
+            raise UsageError("--calibration-data calibrates a quantisation: give --quantize too")
+        return {}
+    inputs = graph.inputs  # type: ignore[attr-defined]
+    if args.calibration_data:
+        try:
+            with np.load(args.calibration_data) as data:
+                arrays = {name: data[name] for name in data.files}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--calibration-data {args.calibration_data}: cannot read it: {exc}") from None
+        missing = [v.name for v in inputs if v.name not in arrays]
+        if missing:
+            raise UsageError(f"--calibration-data {args.calibration_data} holds no array for input(s) "
+                             f"{', '.join(missing)}; it has {', '.join(arrays) or 'none'}")
+        count = min(len(arrays[v.name]) for v in inputs)
+        samples = [{v.name: arrays[v.name][i] for v in inputs} for i in range(count)]
+    else:
+        if args.calibrate < 1:
+            raise UsageError(f"--calibrate {args.calibrate}: calibrate on at least one input")
+        # Seeds away from --seed, so the run's own input is not among the calibration samples.
+        rng = np.random.default_rng(10_000 + getattr(args, "seed", 0))
+        samples = [{v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in inputs}
+                   for _ in range(args.calibrate)]
+    return {"quantize": samples, "calibration_method": args.calibration_method}
+
+
+def _prepared(args: argparse.Namespace, graph: object, backends: list) -> object:
+    """``graph`` quantised as asked and lowered for the integer backends among ``backends``,
+    as ``hetero.compile`` does before it partitions."""
+    from hetero.core.quant.flow import lower_for_backends, quantize_model
+
+    options = _quantize_options(args, graph)
+    if options:
+        graph = quantize_model(graph, options["quantize"], options["calibration_method"])  # type: ignore[arg-type]
+    return lower_for_backends(graph, [b for b in backends if b.name != "llvm_cpu"])  # type: ignore[arg-type]
 
 
 def _placement(args: argparse.Namespace) -> dict[str, object]:
@@ -249,8 +310,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
     options = {"aot": args.aot} if args.aot else {}
-    exe = hetero.compile(_load(args), targets=args.targets.split(","), dump=args.dump,
-                         strict=args.strict, **_placement(args), **options)
+    graph = _load(args)
+    exe = hetero.compile(graph, targets=args.targets.split(","), dump=args.dump,
+                         strict=args.strict, **_placement(args), **_quantize_options(args, graph), **options)
     seconds = time.perf_counter() - start
     output = args.output or f"{Path(path).stem}.hetero"
     exe.save(output)
@@ -300,8 +362,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return hetero.run_reference(graph, inputs)
     else:
         start = time.perf_counter()
+        timeline = {"npu_timeline": True} if args.timeline else {}
         exe = hetero.compile(graph, targets=args.targets.split(","), passes=[], strict=args.strict,
-                             **_placement(args))
+                             **_placement(args), **_quantize_options(args, graph), **timeline)
         report["compile_s"] = time.perf_counter() - start
         report["executor"] = args.targets
 
@@ -320,10 +383,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
+        if args.targets != "reference" and exe.partition_report:
+            print(exe.partition_report + "\n")
         _print_run(report, outputs)
         if args.report and args.targets != "reference":
             print(exe.report())
+    if args.timeline:
+        _write_timelines(exe if args.targets != "reference" else None, args.timeline)
     return 0 if ok else 1
+
+
+def _write_timelines(exe: object, path: str) -> None:
+    """Write each region's timeline page: ``path`` itself, or ``STEM.rN.html`` for several."""
+    pages = exe.timelines() if exe is not None else {}  # type: ignore[attr-defined]
+    if not pages:
+        raise UsageError("--timeline: no part of this executable draws a timeline (npu_sim does)")
+    target = Path(path)
+    for region, page in pages.items():
+        out = target if len(pages) == 1 else target.with_name(f"{target.stem}.{region}{target.suffix}")
+        try:
+            out.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--timeline {out}: cannot write it: {exc.strerror}") from None
+        print(f"timeline  region {region}: {out}")
 
 
 def _cmd_partition(args: argparse.Namespace) -> int:
@@ -335,8 +417,9 @@ def _cmd_partition(args: argparse.Namespace) -> int:
     names = [t for t in args.targets.split(",") if t]
     if "llvm_cpu" not in names:
         names.append("llvm_cpu")
-    graph = hetero.optimize(_load(args))
-    part = partition_graph(graph, [get_backend(n) for n in names], **_placement(args))
+    backends = [get_backend(n) for n in names]
+    graph = _prepared(args, hetero.optimize(_load(args)), backends)
+    part = partition_graph(graph, backends, **_placement(args))
     if args.format == "dot":
         from hetero.core.partition.dot import to_dot
 
@@ -376,11 +459,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     model = None
     if args.random_weights is not None:
         model = randomize_weights(read_model(resolve_model(args.model)).model, args.random_weights)
-    graph = hetero.optimize(_load(args, model))
     names = [t for t in args.targets.split(",") if t]
     if "llvm_cpu" not in names:
         names.append("llvm_cpu")
-    part = partition_graph(graph, [get_backend(n) for n in names], **_placement(args))
+    backends = [get_backend(n) for n in names]
+    graph = _prepared(args, hetero.optimize(_load(args, model)), backends)
+    part = partition_graph(graph, backends, **_placement(args))
     results = compare_regions(graph, part, _inputs(graph, args), rtol=args.rtol, atol=args.atol)
     report = describe_comparison(results, args.rtol, args.atol)
     if args.json:
@@ -437,16 +521,25 @@ def _compare_onnxruntime(model: object, inputs: dict, outputs: dict, args: argpa
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
     expected = dict(zip(names, session.run(None, {k: v for k, v in inputs.items() if k in wanted})))
+    quantized = getattr(args, "quantize", False)
     result: dict[str, object] = {"reference": f"onnxruntime {ort.__version__}", "rtol": args.rtol,
                                  "atol": args.atol, "outputs": {}}
+    if quantized:
+        result["min_cosine"] = QUANTIZED_MIN_COSINE
     ok = True
     for name, want in expected.items():
         got = outputs[name].astype(np.float64)
         diff = np.abs(got - want)
-        close = bool(np.allclose(got, want, rtol=args.rtol, atol=args.atol))
+        norms = float(np.linalg.norm(got) * np.linalg.norm(want))
+        cosine = float(got.ravel() @ want.ravel().astype(np.float64) / norms) if norms else 1.0
+        # An int8 model cannot match the float one to float tolerances: it is judged,
+        # as quantisation tools judge it, by the cosine similarity of its outputs.
+        close = cosine >= QUANTIZED_MIN_COSINE if quantized else bool(
+            np.allclose(got, want, rtol=args.rtol, atol=args.atol))
         result["outputs"][name] = {  # type: ignore[index]
             "max_abs_error": float(diff.max(initial=0.0)),
             "max_rel_error": float((diff / np.maximum(np.abs(want), 1e-30)).max(initial=0.0)),
+            "cosine": cosine,
             "argmax_agrees": bool(got.argmax() == want.argmax()) if got.size else True,
             "ok": close,
         }
@@ -470,9 +563,12 @@ def _print_run(report: dict, outputs: dict) -> None:
     compare = report.get("compare")
     if compare:
         for name, r in compare["outputs"].items():
+            judged = (f"cosine >= {compare['min_cosine']}" if "min_cosine" in compare
+                      else f"rtol {compare['rtol']}, atol {compare['atol']}")
             print(f"compare   {name} vs {compare['reference']}: max |err| {r['max_abs_error']:.2e}, "
-                  f"max rel err {r['max_rel_error']:.2e}, argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
-                  f" -> {'OK' if r['ok'] else 'MISMATCH'} (rtol {compare['rtol']}, atol {compare['atol']})")
+                  f"max rel err {r['max_rel_error']:.2e}, cosine {r['cosine']:.6f}, "
+                  f"argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
+                  f" -> {'OK' if r['ok'] else 'MISMATCH'} ({judged})")
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
@@ -502,6 +598,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
         if value is not None:
             argv += [option, str(value)]
     return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1
+
+
+#: Cosine similarity a quantised model's outputs need with the float model's (--compare).
+QUANTIZED_MIN_COSINE = 0.99
 
 
 class UsageError(HeteroError):
