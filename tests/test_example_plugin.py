@@ -8,6 +8,7 @@ through the same entry point that ``pip install`` declares.
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Iterator
 from pathlib import Path
 import shutil
@@ -201,3 +202,22 @@ def test_hetero_plugins_lists_the_example(installed: tuple[Path, PluginSet]) -> 
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if line.strip().startswith("example"))
     assert "hetero-example-backend" in row and "npu" in row and "DRAM 1 GiB > SRAM 256 KiB" in row
+
+
+def test_the_installed_example_passes_the_conformance_suite(tmp_path: Path) -> None:
+    """The README's test command pip-installs the example; the suite checks that install."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        where = Path(distribution("hetero-example-backend").locate_file(""))
+    except PackageNotFoundError:
+        pytest.fail("the example plugin is not installed: pip install ./examples/hetero-example-backend "
+                    "(the README's test command does)")
+    report = tmp_path / "matrix.json"
+    done = run_hetero(tmp_path, "conformance", "example", "--json", str(report))
+    assert done.returncode == 0, f"installed at {where}\n" + done.stdout[-4000:] + done.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert data["backend"] == "example" and "failed" not in data["summary"]
+    ops = {"Relu", "Sigmoid", "Add", "Mul", "MatMul", "Gemm"}
+    assert {op for op, row in data["matrix"].items() if row.get("float32") == "passed"} == ops
+    assert "test_pattern[matmul_bias]" in data["tests"] and data["tests"]["test_pattern[matmul_bias]"] == "passed"
