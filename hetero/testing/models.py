@@ -91,3 +91,13 @@ def model_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded standard-normal inputs for every input of ``graph``."""
     rng = np.random.default_rng(seed)
     return {v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in graph.inputs}
+
+
+#: Seeds of the samples an int8 model is calibrated on; seed 0, the inputs it is
+#: checked on, stays out so the check does not run on calibration data.
+CALIBRATION_SEEDS = (1, 2, 3, 4)
+
+
+def calibration_inputs(graph: Graph) -> list[dict[str, np.ndarray]]:
+    """The samples to calibrate ``graph`` on for int8: :func:`model_inputs` of each calibration seed."""
+    return [model_inputs(graph, seed) for seed in CALIBRATION_SEEDS]

@@ -9,6 +9,8 @@ One test per claim, so that the report says which claim broke:
 - ``test_rejection[OP]``: ``supports`` answers for every canonical op, never raises.
 - ``test_artifact[OP]``: compiling twice gives the same artifact, which loads and runs.
 - ``test_model[NAME]``: small models split between the backend and llvm_cpu.
+- ``test_model_int8[NAME]``: the same models quantised to int8, for a backend that
+  computes in integers (it claims hetero's integer ops, e.g. ``QConv``).
 - ``test_bad_input[KIND]``: wrong inputs to a compiled executable are InputErrors.
 
 Every compile here calls ``backend.compile`` directly (the models excepted, which
@@ -30,8 +32,10 @@ from hypothesis.errors import NoSuchExample
 import hetero
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.opdef import op_names
+from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.core.plugin.backend import Backend, Pattern, Support, validate_backend
 from hetero.core.plugin.manager import PluginSet, load_plugins
+from hetero.core.quant.flow import lower_for_backends, quantize_model
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import HeteroError, InputError, UnknownBackendError
 from hetero.testing.cases import (
@@ -43,7 +47,7 @@ from hetero.testing.cases import (
     op_cases,
 )
 from hetero.testing.matrix import UNSUPPORTED_PREFIX
-from hetero.testing.models import MODELS, model_inputs
+from hetero.testing.models import MODELS, calibration_inputs, model_inputs
 
 #: The backend every model falls back to for the ops the checked backend does not take.
 FALLBACK = "llvm_cpu"
@@ -103,6 +107,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                      "the backend declares no patterns")
     elif "model" in metafunc.fixturenames:
         _parametrize(metafunc, "model", list(MODELS.values()), list(MODELS), "")
+    elif "int8_model" in metafunc.fixturenames:
+        integer = backend is not None and bool(INTEGER_OPS & set(backend.supported_ops))
+        models = list(MODELS) if integer else []
+        why = no_ops if backend is None else (
+            f"the backend claims none of hetero's integer ops ({', '.join(sorted(INTEGER_OPS))}): "
+            "it computes int8 models through the float ops test_model checks")
+        _parametrize(metafunc, "int8_model", [MODELS[m] for m in models], models, why)
 
 
 def _parametrize(metafunc: pytest.Metafunc, names: str, values: list[object], ids: list[str],
@@ -375,6 +386,46 @@ def test_model(backend: Backend, model: Callable[[], Graph]) -> None:
         f"{backend.name} takes {taken} of {graph.name}, yet the partition gives it nothing "
         f"(placed on {sorted(placed)})")
     _compare(f"{graph.name} on {'+'.join(targets)}", exe.run(inputs), run_reference(graph, inputs))
+
+
+def test_model_int8(backend: Backend, int8_model: Callable[[], Graph]) -> None:
+    """The model quantised to int8 (``quantize=`` on :func:`calibration_inputs`), split
+    between the backend and llvm_cpu, matches the reference of its integer graph.
+
+    The integer graph is what :func:`hetero.compile` partitions: the optimised model,
+    quantised, its QDQ units lowered to integer ops where the backend takes them.
+    Each part on the backend, fed the reference's values, must reproduce the
+    reference's exactly (integer outputs at zero tolerance); the whole model, whose
+    float tail (dequantisation, float-only ops) runs on llvm_cpu, within the
+    composite float tolerance.
+    """
+    graph = int8_model()
+    samples = calibration_inputs(graph)
+    lowered = lower_for_backends(quantize_model(hetero.optimize(graph), samples), [backend])
+    taken = [n.name for n in lowered.nodes if backend.supports(n).ok]
+    if not taken:
+        pytest.skip(f"{backend.name} takes no node of {graph.name} quantised to int8")
+    targets = [backend.name, FALLBACK]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exe = hetero.compile(graph, targets=targets, min_ratio=0.0, quantize=samples)
+    except HeteroError as exc:
+        _fail(f"{graph.name} quantised to int8 on {'+'.join(targets)} does not compile: {exc}")
+    failed = [f for f in exe.fallbacks if f.backend == backend.name]
+    assert not failed, f"{backend.name} failed to compile part of {graph.name} (int8): {failed[0]}"
+    mine = [p for p in exe.placements if p.backend == backend.name]
+    assert mine, (f"{backend.name} takes {taken} of {graph.name} quantised to int8, yet the "
+                  f"partition gives it nothing (placed on {sorted({p.backend for p in exe.placements})})")
+    inputs = model_inputs(graph)
+    reference = {**inputs, **run_reference(lowered, inputs, keep=True)}
+    for placement in mine:
+        part = placement.part
+        _compare(f"{graph.name} (int8), region {placement.region} on {backend.name}",
+                 part.run({name: reference[name] for name in part.inputs}),
+                 {name: reference[name] for name in part.outputs})
+    _compare(f"{graph.name} (int8) on {'+'.join(targets)}", exe.run(inputs),
+             {v.name: reference[v.name] for v in lowered.outputs})
 
 
 # -- robustness -------------------------------------------------------------------
