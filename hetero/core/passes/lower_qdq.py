@@ -46,103 +46,18 @@ from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.core.ir.ops.qint import quantize_add_multipliers
 from hetero.core.passes.pattern import Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, exclusive_use, rewrite
+from hetero.core.quant.qdq import (
+    QParams,
+    fixed_point_factors,
+    output_clamp,
+    read_bias,
+    read_params,
+    read_weight,
+)
 
 _log = logging.getLogger(__name__)
 
-_INT8 = np.dtype("int8")
-_INT32 = np.dtype("int32")
-#: Relative difference allowed between a bias's scale and x_scale · w_scale: the
-#: quantiser stores that product in float32, so they agree to a few ulps.
-_BIAS_SCALE_RTOL = 1e-5
-#: Multipliers must stay below 2^30 to keep a shift of at least 1 (fixed_point).
-_MAX_RATIO = 2.0**30
 _MOVEMENT_OPS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
-
-
-@dataclass(frozen=True)
-class QParams:
-    """Per-tensor int8 quantisation of an activation: ``real = scale · (q - zero)``."""
-
-    scale: float
-    zero: int
-
-
-# -- reading the quantisation of a unit --------------------------------------------------
-
-
-def _params(node: Node, quantised: Value) -> QParams | str:
-    """The per-tensor int8 parameters of a Q or DQ ``node``, or why it has none."""
-    scale = node.inputs[1]
-    zero = node.inputs[2] if len(node.inputs) > 2 else None
-    where = f"{node.op} {node.name}"
-    if quantised.dtype != _INT8:
-        return f"{where} quantises to {quantised.dtype.name}; only int8 activations are lowered"
-    if scale.data is None or (zero is not None and zero.data is None):
-        return f"{where} has a scale or zero point that is not a constant"
-    if scale.data.size != 1:
-        return f"{where} quantises per axis; only per-tensor activation scales are lowered"
-    value = float(scale.data.reshape(()))
-    if not (math.isfinite(value) and value > 0):
-        return f"{where} has scale {value}; it must be positive and finite"
-    return QParams(value, 0 if zero is None else int(zero.data.reshape(())))
-
-
-def _weight(dq: Node, channel_axis: int) -> tuple[np.ndarray, np.ndarray] | str:
-    """A constant int8 weight and its float64 scales (1 or one per channel), or why not."""
-    w, scale = dq.inputs[0], dq.inputs[1]
-    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
-    where = f"weight DequantizeLinear {dq.name}"
-    if w.data is None or w.dtype != _INT8:
-        return f"{where} does not read a constant int8 tensor"
-    if scale.data is None or (zero is not None and zero.data is None):
-        return f"{where} has a scale or zero point that is not a constant"
-    if zero is not None and np.any(zero.data != 0):
-        return f"{where} has nonzero zero points: only symmetric weights are lowered"
-    if scale.data.size != 1 and dq.attrs["axis"] != channel_axis:
-        return (f"{where} is per-axis along axis {dq.attrs['axis']}, not the output-channel "
-                f"axis {channel_axis}")
-    return w.data, scale.data.astype(np.float64).reshape(-1)
-
-
-def _bias(dq: Node, expected: np.ndarray) -> Value | str:
-    """The int32 bias constant of ``dq`` if its scale is ``expected`` (x_scale · w_scale)."""
-    b, scale = dq.inputs[0], dq.inputs[1]
-    zero = dq.inputs[2] if len(dq.inputs) > 2 else None
-    where = f"bias DequantizeLinear {dq.name}"
-    if b.data is None or b.dtype != _INT32:
-        return f"{where} does not read a constant int32 tensor"
-    if scale.data is None or (zero is not None and (zero.data is None or np.any(zero.data != 0))):
-        return f"{where} needs a constant scale and zero points 0"
-    if not np.allclose(scale.data.astype(np.float64), expected, rtol=_BIAS_SCALE_RTOL, atol=0):
-        return f"{where} has a scale other than x_scale · w_scale, so it cannot be added exactly"
-    return b
-
-
-def _multipliers(ratios: np.ndarray, where: str) -> tuple[tuple[int, ...], tuple[int, ...]] | str:
-    """Fixed-point (multiplier, shift) tuples for ``ratios`` (one entry when all are equal)."""
-    if np.any(~np.isfinite(ratios)) or np.any(ratios <= 0) or np.any(ratios >= _MAX_RATIO):
-        return f"{where}: requantisation factors {ratios.tolist()} are not in (0, 2^30)"
-    if np.all(ratios == ratios[0]):
-        ratios = ratios[:1]
-    pairs = [quantize_multiplier(float(r)) for r in ratios]
-    return tuple(m for m, _ in pairs), tuple(s for _, s in pairs)
-
-
-def _clamp(act: Node | None, out: QParams) -> tuple[int, int] | str:
-    """``(y_min, y_max)`` that apply a fused Relu or Clip to the int8 output."""
-    lo, hi = -128, 127
-    if act is None:
-        return lo, hi
-    if act.op == "Relu":
-        return max(lo, out.zero), hi
-    low, high = act.attrs["min"], act.attrs["max"]
-    if math.isfinite(low):
-        lo = max(lo, min(hi, out.zero + round(low / out.scale)))
-    if math.isfinite(high):
-        hi = min(hi, max(-128, out.zero + round(high / out.scale)))
-    if lo > hi:
-        return f"Clip {act.name} [{low}, {high}] leaves no int8 value at the output's scale"
-    return lo, hi
 
 
 # -- the unit: QuantizeLinear(act?(core(DequantizeLinear...))) ---------------------------
@@ -168,7 +83,7 @@ class _Unit:
     ins: dict[str, tuple[Value, QParams]]
 
     def clamp(self) -> tuple[int, int] | str:
-        return _clamp(self.act, self.out)
+        return output_clamp(self.act, self.out)
 
     def requant(self) -> dict[str, int]:
         lo, hi = self.clamp()
@@ -179,7 +94,7 @@ def _read(graph: Graph, m: Match, roles: tuple[str, ...]) -> _Unit | str:
     """The unit ``m`` matched, or why it cannot become integer arithmetic."""
     q, core = m.root, m.node("core")
     act = m.node("act") if "act" in m else None
-    out = _params(q, q.output)
+    out = read_params(q, q.output)
     if isinstance(out, str):
         return out
     chain = [core] + ([act] if act is not None else [])
@@ -191,7 +106,7 @@ def _read(graph: Graph, m: Match, roles: tuple[str, ...]) -> _Unit | str:
     ins: dict[str, tuple[Value, QParams]] = {}
     for role in roles:
         dq = m.node(f"{role}_dq")
-        params = _params(dq, dq.inputs[0])
+        params = read_params(dq, dq.inputs[0])
         if isinstance(params, str):
             return params
         ins[role] = (dq.inputs[0], params)
@@ -231,7 +146,7 @@ def _linear(graph: Graph, m: Match, channel_axis: int) -> _Linear | str:
     if isinstance(unit, str):
         return unit
     core, x = unit.core, unit.ins["x"][1]
-    weight = _weight(m.node("w_dq"), channel_axis)
+    weight = read_weight(m.node("w_dq"), channel_axis)
     if isinstance(weight, str):
         return weight
     w, w_scale = weight
@@ -239,12 +154,12 @@ def _linear(graph: Graph, m: Match, channel_axis: int) -> _Linear | str:
     scales = np.broadcast_to(w_scale, (channels,)) * x.scale
     bias = None
     if "b_dq" in m:
-        bias = _bias(m.node("b_dq"), scales)
+        bias = read_bias(m.node("b_dq"), scales)
         if isinstance(bias, str):
             return bias
         if bias.shape != (channels,):
             return f"{core.op} {core.name}'s bias {bias.type} is not one value per output channel"
-    factors = _multipliers(scales / unit.out.scale, f"{core.op} {core.name}")
+    factors = fixed_point_factors(scales / unit.out.scale, f"{core.op} {core.name}")
     if isinstance(factors, str):
         return factors
     w_value = m.node("w_dq").inputs[0]
@@ -305,7 +220,7 @@ def _binary(graph: Graph, m: Match) -> _Unit | str:
     (_, a), (_, b) = unit.ins["a"], unit.ins["b"]
     ratios = (np.array([a.scale, b.scale]) if unit.core.op == "Add"
               else np.array([a.scale * b.scale])) / unit.out.scale
-    found = _multipliers(ratios, f"{unit.core.op} {unit.core.name}")
+    found = fixed_point_factors(ratios, f"{unit.core.op} {unit.core.name}")
     if isinstance(found, str):
         return found
     if unit.core.op == "Add":
@@ -383,7 +298,7 @@ def _check_activation(graph: Graph, m: Match) -> str | None:
     unit = _read(graph, m, ("x",))
     if isinstance(unit, str):
         return unit
-    clamp = _clamp(unit.core, unit.out)
+    clamp = output_clamp(unit.core, unit.out)
     return clamp if isinstance(clamp, str) else None
 
 
@@ -391,7 +306,7 @@ def _lower_activation(graph: Graph, m: Match) -> Value:
     unit = _read(graph, m, ("x",))
     x, xp = unit.ins["x"]
     # The activation is the core here; it becomes the Requantize's clamp.
-    clamp = _clamp(unit.core, unit.out)
+    clamp = output_clamp(unit.core, unit.out)
     return _requantize(graph, x, xp, unit.out, f"{unit.core.name}_int8", clamp)
 
 
@@ -411,7 +326,7 @@ def _check_concat(graph: Graph, m: Match) -> str | None:
     if isinstance(producers, str):
         return producers
     for dq in producers:
-        params = _params(dq, dq.inputs[0])
+        params = read_params(dq, dq.inputs[0])
         if isinstance(params, str):
             return params
     return None
@@ -421,7 +336,7 @@ def _lower_concat(graph: Graph, m: Match) -> Value:
     unit = _read(graph, m, ())
     parts = []
     for i, dq in enumerate(_concat_inputs(m)):
-        x, xp = dq.inputs[0], _params(dq, dq.inputs[0])
+        x, xp = dq.inputs[0], read_params(dq, dq.inputs[0])
         if xp != unit.out:
             x = _requantize(graph, x, xp, unit.out, f"{unit.core.name}_requantize_{i}")
         parts.append(x)
