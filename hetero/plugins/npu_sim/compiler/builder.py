@@ -153,6 +153,11 @@ class ProgramBuilder:
         self._layers += 1
         self.tag = tag
 
+    def dram_barrier(self) -> None:
+        """Later loads wait until every store emitted so far has finished (they may read what it wrote)."""
+        self.instrs.append(Signal(Engine.STORE, Engine.LOAD, tag=self.tag))
+        self.instrs.append(Wait(Engine.STORE, Engine.LOAD, tag=self.tag))
+
     def begin_step(self) -> int:
         """Open a step on the load engine; the slot its loads fill (waits until it is free)."""
         if self._steps >= self.slots:

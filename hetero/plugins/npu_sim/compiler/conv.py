@@ -5,27 +5,38 @@ output channels and one chunk of input channels (at most the array's rows). The
 load engine brings the input window of the tile into ``inp`` as an HWC block,
 padded by the DMA with the input zero point (so padding contributes nothing once
 the bias folds ``x_zero · Σw`` away), and the pre-packed weights of the tile into
-``wgt``. Compute issues one GEMM per kernel tap, output row and column chunk of the
-array: ``m`` = the tile's output columns, read in place from the window with row
-stride ``stride · channels``, accumulating in ``acc``. After the last input-channel
-chunk, REQUANT brings the tile to int8 in ``out`` and the store engine writes it.
+``wgt``. Compute issues, per kernel tap and column chunk of the array, one GEMM
+that covers every output row of the tile (see :func:`row_pitch`: the rows between
+them are the window's padding columns, computed and never requantised), or one
+GEMM per output row where that is cheaper; ``acc`` accumulates over taps and
+input-channel chunks. After the last chunk, REQUANT brings the valid pixels to
+int8 in ``out`` and the store engine writes them.
+
+The tile sizes and the choice between the two GEMM shapes come from
+:func:`_estimate`, the cycle model's own costs (fill and drain, weight loads, DMA
+bytes, latency and runs) over every tiling that fits the SRAM buffers. Two
+rewrites come first: a strided 1×1 convolution reads an input the DMA subsamples
+(so it is a plain matrix product over the tile), and one with few input channels
+packs each kernel row's taps into the reduction (:func:`_tap_packed`).
 
 Grouped and depthwise convolutions run group by group (a depthwise group is a GEMM
-with k = n = 1 per tap and row: correct and simple, not fast). A QMatMul is a 1×1
+with k = n = 1 per tap: correct and simple, not fast). A QMatMul is a 1×1
 convolution over a one-row image whose width is the matrix's rows.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hetero.core.ir.graph import Node
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder
-from hetero.plugins.npu_sim.isa import Buf, Gemm, Requant
+from hetero.plugins.npu_sim.config import NpuConfig
+from hetero.plugins.npu_sim.cycles import dma_runs
+from hetero.plugins.npu_sim.isa import Buf, Copy, Gemm, Requant
 
 
 @dataclass(frozen=True)
@@ -125,11 +136,17 @@ def emit_qmatmul(b: ProgramBuilder, node: Node) -> None:
 
 @dataclass(frozen=True)
 class _View:
-    """A 4-D strided view of DRAM (a Loc's ``addr``/``shape``/``strides`` without its layout)."""
+    """A 4-D strided view of DRAM (a Loc's ``addr``/``shape``/``strides`` without its layout).
+
+    ``taps`` > 1 marks a tap-packed view (see :func:`_tap_packed`): each of its channels is
+    ``taps`` consecutive elements ``tap_stride`` apart, loaded as one more box dimension.
+    """
 
     addr: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
+    taps: int = 1
+    tap_stride: int = 0
 
 
 def _merged_rows(loc: Loc, node: Node) -> int:
@@ -144,13 +161,73 @@ def _merged_rows(loc: Loc, node: Node) -> int:
 
 @dataclass(frozen=True)
 class _Tiling:
+    """One step's extent: ``toh`` × ``tow`` output pixels, ``oct`` output channels, ``ck`` input
+    channels. ``multi``: one GEMM per tap and column chunk covers every row of the tile (see
+    :func:`row_pitch`); otherwise one GEMM per output row."""
+
     toh: int
     tow: int
     oct: int
     ck: int
+    multi: bool
 
 
-def _tiling(b: ProgramBuilder, node: Node, s: ConvShape) -> _Tiling:
+def window_width(tow: int, s: ConvShape) -> int:
+    """Columns of the SRAM window ``tow`` outputs read: the padded extent, widened (with more
+    padding) until the window's row is a whole number of horizontal strides."""
+    width = window_extent(tow, s.stride[1], s.kernel[1], s.dilation[1])
+    while (s.stride[0] * width) % s.stride[1]:
+        width += 1
+    return width
+
+
+def row_pitch(tow: int, s: ConvShape) -> int:
+    """GEMM rows per output row when one GEMM covers several output rows.
+
+    Output pixel (r, x) of a tap reads window element ``(r·sh + ky·dh)·width + x·sw + kx·dw``;
+    with ``pitch = sh·width / sw`` that is ``(r·pitch + x)·sw`` plus the tap's offset, so GEMM
+    row ``r·pitch + x`` at input row stride ``sw·channels`` is that pixel. Rows with
+    ``x ≥ tow`` read real window elements into accumulator rows nobody requantises.
+    """
+    return s.stride[0] * window_width(tow, s) // s.stride[1]
+
+
+def _tile_sizes(total: int) -> list[int]:
+    """Every balanced tile size of ``range(total)``: ``ceil(total / parts)`` for each number of parts."""
+    return sorted({-(-total // parts) for parts in range(1, total + 1)}, reverse=True)
+
+
+def _dma(cfg: NpuConfig, nbytes: int, runs: int) -> int:
+    return cfg.dma_latency_cycles + math.ceil(nbytes / cfg.dma_bytes_per_cycle) + cfg.dma_run_cycles * (runs - 1)
+
+
+def _estimate(cfg: NpuConfig, s: ConvShape, t: _Tiling, xs: tuple[int, ...], ys: tuple[int, ...]) -> int:
+    """Cycles the layer would take with tiling ``t``, by the cycle model's own formulas: the
+    load and compute engines overlap step by step, the store engine runs beside them."""
+    oh, ow = s.out_hw
+    kh, kw = s.kernel
+    width, pitch = window_width(t.tow, s), row_pitch(t.tow, s)
+    rows_in = window_extent(t.toh, s.stride[0], kh, s.dilation[0])
+    k_steps = -(-s.cin // t.ck)
+    gemm = 0
+    for _, jn in chunks(t.oct, cfg.array_cols):
+        if t.multi:
+            gemm += (t.toh - 1) * pitch + t.tow + 2 * t.ck + jn - 1
+        else:
+            gemm += t.toh * (t.tow + t.ck + jn - 1) + t.ck
+    rows_out = t.toh if t.multi and pitch > t.tow else 1
+    requant = rows_out * (cfg.vector_startup_cycles + math.ceil(t.toh * t.tow * t.oct / rows_out / cfg.vector_lanes))
+    compute = kh * kw * gemm + requant // k_steps + 6
+    in_runs = dma_runs((min(rows_in, s.height), min(width, s.width), t.ck), (xs[2], xs[3], xs[1]), 1)
+    load = (_dma(cfg, rows_in * width * t.ck, in_runs) + _dma(cfg, kh * kw * t.ck * t.oct, 1)
+            + _dma(cfg, 12 * t.oct, 1) // k_steps)
+    store = _dma(cfg, t.toh * t.tow * t.oct, dma_runs((t.toh, t.tow, t.oct), (ys[2], ys[3], ys[1]), 1))
+    tiles = -(-oh // t.toh) * -(-ow // t.tow) * -(-s.cout // t.oct)
+    return max(tiles * k_steps * max(load, compute), tiles * store) + load + compute
+
+
+def _tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ...], ys: tuple[int, ...]) -> _Tiling:
+    """The tiling that fits every SRAM buffer and that :func:`_estimate` finds fastest."""
     cfg = b.config
     ck = min(s.cin, cfg.array_rows)
     oh, ow = s.out_hw
@@ -159,25 +236,34 @@ def _tiling(b: ProgramBuilder, node: Node, s: ConvShape) -> _Tiling:
     cols = cfg.array_cols
     oc_options = sorted({s.cout} | {m * cols for m in range(1, s.cout // cols + 1)}
                         | {max(1, cols >> i) for i in range(8) if cols >> i < s.cout}, reverse=True)
-    failed = "wgt"
+    failed, best, best_cost = "wgt", None, 0
     for oct in oc_options:
         if kh * kw * ck * oct + 12 * oct > wgt:
             continue
         for tow in halvings(ow):
-            for toh in halvings(oh):
-                rows_in = window_extent(toh, s.stride[0], kh, s.dilation[0])
-                cols_in = window_extent(tow, s.stride[1], kw, s.dilation[1])
-                if rows_in * cols_in * ck > inp:
+            width, pitch = window_width(tow, s), row_pitch(tow, s)
+            for toh in _tile_sizes(oh):
+                if window_extent(toh, s.stride[0], kh, s.dilation[0]) * width * ck > inp:
                     failed = "inp"
-                elif toh * tow * oct > min(acc, out):
-                    failed = "acc" if acc < out else "out"
-                else:
-                    return _Tiling(toh, tow, oct, ck)
-    raise PluginError(
-        f"npu_sim: {node.op} node {node.name!r} does not fit the {failed} buffer "
-        f"({b.slot_size(failed)} elements per slot) even at the smallest tile; use a larger npu_preset "
-        f"or npu_sram_kib, or let another backend take it"
-    )
+                    continue
+                if toh * tow * oct > out:
+                    failed = "out"
+                    continue
+                for multi in (True, False):
+                    if ((toh - 1) * pitch + tow if multi else toh * tow) * oct > acc:
+                        failed = "acc"
+                        continue
+                    tiling = _Tiling(toh, tow, oct, ck, multi)
+                    cost = _estimate(cfg, s, tiling, xs, ys)
+                    if best is None or cost < best_cost:
+                        best, best_cost = tiling, cost
+    if best is None:
+        raise PluginError(
+            f"npu_sim: {node.op} node {node.name!r} does not fit the {failed} buffer "
+            f"({b.slot_size(failed)} elements per slot) even at the smallest tile; use a larger npu_preset "
+            f"or npu_sram_kib, or let another backend take it"
+        )
+    return best
 
 
 def halvings(total: int) -> list[int]:
@@ -200,16 +286,76 @@ def _pack(weights: np.ndarray, oc0: int, oct: int, c0: int, ck: int, cols: int) 
     return np.concatenate(blocks).astype(np.int8)
 
 
+def _subsampled(s: ConvShape, x: Loc | _View) -> tuple[ConvShape, _View]:
+    """A 1×1 unpadded convolution of stride (sh, sw) as a stride-1 one over the input the DMA
+    subsamples on the way in (strides sh·row and sw·column), so its GEMMs read dense rows."""
+    (sh, sw), xs = s.stride, x.strides
+    view = _View(x.addr, (s.n, s.channels, *s.out_hw), (xs[0], xs[1], sh * xs[2], sw * xs[3]))
+    return replace(s, height=s.out_hw[0], width=s.out_hw[1], stride=(1, 1), dilation=(1, 1)), view
+
+
+def _tap_packed(b: ProgramBuilder, s: ConvShape, x: Loc | _View, weights: np.ndarray,
+                pad_value: int) -> tuple[ConvShape, _View, np.ndarray]:
+    """A convolution with few input channels as one whose GEMMs take a whole kernel row at once.
+
+    With ``cin`` channels a GEMM uses ``cin`` of the array's rows; packing the ``kw`` taps of a
+    kernel row into the reduction makes ``k = cin·kw``. The input is first copied to a DRAM
+    scratch image, channel-major with its columns padded, so that the window of output
+    column x, channel c, tap kx is element ``x·sw + kx·dw`` of a padded row: the DMA then
+    gathers the (c, kx) vectors of a tile with a 4-D box, overlapping reads and all. The
+    result is a (kh × 1)-kernel convolution over an ``out_w``-wide image of ``cin·kw``
+    channels, whose weights are reordered to match (channel c·kw + kx).
+    """
+    (sh, sw), (dh, dw), (kh, kw) = s.stride, s.dilation, s.kernel
+    left = s.pads[1]
+    width = max((s.out_hw[1] - 1) * sw + (kw - 1) * dw + 1, left + s.width)
+    addr = b.alloc(s.n * s.channels * s.height * width)
+    xs = x.strides
+    rows_per_tile = min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * width)
+    for n in range(s.n):
+        for y0, count in chunks(s.height, rows_per_tile):
+            slot = b.begin_step()
+            inp_base = b.slot_base("inp", slot)
+            b.load(Buf.INP, inp_base, x.addr + n * xs[0] + y0 * xs[2], (s.channels, count, s.width),
+                   (xs[1], xs[2], xs[3]), pad_lo=(0, 0, 0, left), pad_hi=(0, 0, 0, width - left - s.width),
+                   pad_value=pad_value)
+            b.start_compute()
+            out_base = b.slot_base("out", b.begin_output())
+            b.emit(Copy(Buf.OUT, out_base, Buf.INP, inp_base, s.channels * count * width, tag=b.tag))
+            b.end_step()
+            b.store_output(out_base, addr + (n * s.channels * s.height + y0) * width, (s.channels, count, width),
+                           (s.height * width, width, 1))
+    b.dram_barrier()
+    packed = replace(s, channels=s.channels * kw, width=s.out_hw[1], kernel=(kh, 1), stride=(sh, 1),
+                     dilation=(dh, 1), pads=(s.pads[0], 0, s.pads[2], 0))
+    view = _View(addr, (s.n, packed.channels, s.height, packed.width),
+                 (s.channels * s.height * width, s.height * width, width, sw), kw, dw)
+    reordered = weights.transpose(0, 1, 3, 2).reshape(s.out_channels, s.cin * kw, kh, 1)
+    return packed, view, reordered
+
+
+def _packs_taps(b: ProgramBuilder, s: ConvShape) -> bool:
+    """Whether :func:`_tap_packed` applies and pays: few channels, a wide kernel, a row that fits a slot."""
+    kw, rows = s.kernel[1], b.config.array_rows
+    width = max((s.out_hw[1] - 1) * s.stride[1] + (kw - 1) * s.dilation[1] + 1, s.pads[1] + s.width)
+    return (s.group == 1 and kw > 1 and 2 * s.cin <= rows and s.cin * kw <= rows
+            and s.channels * width <= min(b.slot_size("inp"), b.slot_size("out")))
+
+
 def _emit(b: ProgramBuilder, node: Node, s: ConvShape, x: Loc | _View, y: Loc | _View, weights: np.ndarray,
           bias: np.ndarray, attrs: dict | None = None) -> None:
     a = node.attrs if attrs is None else attrs
-    t = _tiling(b, node, s)
+    if s.kernel == (1, 1) and not any(s.pads) and s.stride != (1, 1):
+        s, x = _subsampled(s, x)
+    elif _packs_taps(b, s):
+        s, x, weights = _tap_packed(b, s, x, weights, a["x_zero"])
+    xs, ys = x.strides, y.strides
+    t = _tiling(b, node, s, xs, ys)
     cols = b.config.array_cols
     kh, kw = s.kernel
     sh, sw = s.stride
     dh, dw = s.dilation
     oh, ow = s.out_hw
-    xs, ys = x.strides, y.strides
     mult = np.broadcast_to(np.asarray(a["multiplier"], np.int64), (s.out_channels,))
     shift = np.broadcast_to(np.asarray(a["shift"], np.int64), (s.out_channels,))
     folded = bias - a["x_zero"] * weights.reshape(s.out_channels, -1).sum(axis=1)
@@ -229,6 +375,7 @@ def _emit(b: ProgramBuilder, node: Node, s: ConvShape, x: Loc | _View, y: Loc | 
                 rows = window_span(oy0, oy0 + toh, sh, kh, dh, s.pads[0], s.height)
                 for ox0, tow in chunks(ow, t.tow):
                     span = window_span(ox0, ox0 + tow, sw, kw, dw, s.pads[1], s.width)
+                    width = window_width(tow, s)
                     for o0, on in chunks(s.cout, t.oct):
                         oc = g * s.cout + o0
                         for c0, cn in k_chunks:
@@ -236,39 +383,81 @@ def _emit(b: ProgramBuilder, node: Node, s: ConvShape, x: Loc | _View, y: Loc | 
                             inp_base = b.slot_base("inp", slot)
                             wgt_base = b.slot_base("wgt", slot)
                             ch = g * s.cin + c0
-                            b.load(Buf.INP, inp_base,
-                                   x.addr + n * xs[0] + rows.start * xs[2] + span.start * xs[3] + ch * xs[1],
-                                   (rows.count, span.count, cn), (xs[2], xs[3], xs[1]),
-                                   pad_lo=(0, rows.pad_lo, span.pad_lo, 0), pad_hi=(0, rows.pad_hi, span.pad_hi, 0),
-                                   pad_value=a["x_zero"])
+                            _load_window(b, x, inp_base, n, ch, cn, rows, span, width, a["x_zero"])
                             wsize = kh * kw * cn * on
                             b.load(Buf.WGT, wgt_base, packed[g, o0, c0], (wsize,), (1,))
                             last = c0 + cn == s.cin
                             if last:
                                 param_off = b.load_params(slot, wsize, params[oc:oc + on])
                             b.start_compute()
-                            _gemms(b, t, s, span.extent, inp_base, wgt_base, toh, tow, on, cn, first=c0 == 0)
+                            shape = _StepShape(toh, tow, on, cn, width, t.multi)
+                            _gemms(b, s, shape, inp_base, wgt_base, first=c0 == 0)
                             if last:
-                                out_slot = b.begin_output()
-                                out_base = b.slot_base("out", out_slot)
-                                b.emit(Requant(Buf.OUT, out_base, 0, toh * tow * on, on, param_off, a["y_zero"],
-                                               a["y_min"], a["y_max"], tag=b.tag))
+                                out_base = b.slot_base("out", b.begin_output())
+                                _requant(b, a, s, shape, out_base, param_off)
                             b.end_step()
                             if last:
                                 b.store_output(out_base, y.addr + n * ys[0] + oy0 * ys[2] + ox0 * ys[3] + oc * ys[1],
                                                (toh, tow, on), (ys[2], ys[3], ys[1]))
 
 
-def _gemms(b: ProgramBuilder, t: _Tiling, s: ConvShape, cols_in: int, inp_base: int, wgt_base: int, toh: int,
-           tow: int, on: int, cn: int, *, first: bool) -> None:
+def _load_window(b: ProgramBuilder, x: Loc | _View, base: int, n: int, ch: int, cn: int, rows: Span, span: Span,
+                 width: int, pad_value: int) -> None:
+    """DMA a step's input window into ``inp`` at ``base``: rows × width × cn, HWC, padded."""
+    xs = x.strides
+    addr = x.addr + n * xs[0] + rows.start * xs[2] + span.start * xs[3]
+    if isinstance(x, _View) and x.taps > 1:
+        # A tap-packed view needs no column padding (its scratch image holds it): (c, kx) per pixel.
+        b.load(Buf.INP, base, addr + ch // x.taps * xs[1], (rows.count, span.count, cn // x.taps, x.taps),
+               (xs[2], xs[3], xs[1], x.tap_stride), pad_lo=(rows.pad_lo, 0, 0, 0), pad_hi=(rows.pad_hi, 0, 0, 0),
+               pad_value=pad_value)
+        return
+    b.load(Buf.INP, base, addr + ch * xs[1], (rows.count, span.count, cn), (xs[2], xs[3], xs[1]),
+           pad_lo=(0, rows.pad_lo, span.pad_lo, 0), pad_hi=(0, rows.pad_hi, span.pad_hi + width - span.extent, 0),
+           pad_value=pad_value)
+
+
+@dataclass(frozen=True)
+class _StepShape:
+    """What one step computes: ``toh`` × ``tow`` pixels × ``on`` channels from ``cn`` input
+    channels held in a window ``width`` columns wide; ``multi`` as in :class:`_Tiling`."""
+
+    toh: int
+    tow: int
+    on: int
+    cn: int
+    width: int
+    multi: bool
+
+
+def _gemms(b: ProgramBuilder, s: ConvShape, st: _StepShape, inp_base: int, wgt_base: int, *, first: bool) -> None:
+    """The step's GEMMs, tap by tap; each k×n weight block is loaded into the array once."""
     cols = b.config.array_cols
     kh, kw = s.kernel
+    sh, sw = s.stride
+    pitch = sh * st.width // sw
     wgt_off = wgt_base
     for ky in range(kh):
         for kx in range(kw):
-            for j0, jn in chunks(on, cols):
-                for r in range(toh):
-                    row = (r * s.stride[0] + ky * s.dilation[0]) * cols_in + kx * s.dilation[1]
-                    b.emit(Gemm(r * tow * on + j0, inp_base + row * cn, wgt_off, tow, cn, jn, s.stride[1] * cn, on,
-                                not (first and ky == 0 and kx == 0), tag=b.tag))
-                wgt_off += cn * jn
+            accumulate = not (first and ky == 0 and kx == 0)
+            tap = ky * s.dilation[0] * st.width + kx * s.dilation[1]
+            for j0, jn in chunks(st.on, cols):
+                if st.multi:
+                    b.emit(Gemm(j0, inp_base + tap * st.cn, wgt_off, (st.toh - 1) * pitch + st.tow, st.cn, jn,
+                                sw * st.cn, st.on, accumulate, tag=b.tag))
+                else:
+                    for r in range(st.toh):
+                        row = r * sh * st.width + tap
+                        b.emit(Gemm(r * st.tow * st.on + j0, inp_base + row * st.cn, wgt_off, st.tow, st.cn, jn,
+                                    sw * st.cn, st.on, accumulate, tag=b.tag))
+                wgt_off += st.cn * jn
+
+
+def _requant(b: ProgramBuilder, a: dict, s: ConvShape, st: _StepShape, out_base: int, param_off: int) -> None:
+    """Bring the step's accumulators to int8 in ``out``, a dense toh × tow × on block: one
+    REQUANT, or one per output row when multi-row GEMMs left discarded rows between them."""
+    pitch = s.stride[0] * st.width // s.stride[1] if st.multi else st.tow
+    rows = [(0, st.toh)] if pitch == st.tow else [(r, 1) for r in range(st.toh)]
+    for r, count in rows:
+        b.emit(Requant(Buf.OUT, out_base + r * st.tow * st.on, r * pitch * st.on, count * st.tow * st.on, st.on,
+                       param_off, a["y_zero"], a["y_min"], a["y_max"], tag=b.tag))
