@@ -7,8 +7,8 @@ inputs and compiled for ``npu_sim`` then ``llvm_cpu`` with the timeline on; one
 run on a fifth input is simulated. For each NPU region the script prints the top
 layers by simulated cycles with their matrix-unit utilisation, and a summary:
 the region's simulated cycles and latency at the declared clock beside the roofline
-bound ``max(MACs / peak MACs per cycle, DMA bytes / DMA bytes per cycle)`` and the
-ratio simulated / roofline; then the same for all NPU regions together. The
+bound (per layer, the larger of its MACs over the peak and its compulsory bytes (inputs,
+weights, outputs once) over the DMA bandwidth, summed) and the ratio simulated / roofline; then the same for all NPU regions together. The
 simulated figures do not depend on this machine; the wall times printed beside
 them do. ``--timeline`` writes the execution timeline of every NPU region as HTML
 (``FILE`` for one region; ``STEM.rN.html`` per region for several).
@@ -69,27 +69,28 @@ def main() -> None:
     reports: list[NpuReport] = []
     for p in npu:
         part = p.part
-        report = build_report(part.program, part.config, part.last_stats, part.ops)
+        report = build_report(part.program, part.config, part.last_stats, part.work)
         reports.append(report)
-        print(f"\nregion {p.region} on npu_sim: {len(part.ops)} nodes, {len(part.program.instrs)} instructions")
+        print(f"\nregion {p.region} on npu_sim: {len(part.work)} nodes, {len(part.program.instrs)} instructions")
         print(format_report(report, top=args.top))
     if not reports:
         raise SystemExit(f"{args.model}: the partitioner placed nothing on npu_sim; nothing to report")
     config = npu[0].part.config
     cycles = sum(r.cycles for r in reports)
     macs = sum(r.macs for r in reports)
+    issued = sum(r.issued_macs for r in reports)
     dma = sum(r.dma_bytes for r in reports)
     bound = sum(r.roofline_cycles for r in reports)
-    merged_bound = roofline_cycles(macs, dma, config)
+    compute_bound = roofline_cycles(macs, 0, config)
     layers = [f for r in reports for f in r.layers if f.macs]
     print(f"\n{args.model} on npu_sim ({config.array_rows}x{config.array_cols} @ {config.clock_ghz:g} GHz, "
           f"{config.peak_macs_per_cycle} MACs/cycle, DMA {config.dma_bytes_per_cycle} B/cycle), "
           f"{len(reports)} region(s), run one after another:")
     print(f"  simulated        {cycles:>12} cycles  {config.cycles_to_seconds(cycles) * 1e3:9.3f} ms")
     print(f"  roofline bound   {bound:>12} cycles  {config.cycles_to_seconds(bound) * 1e3:9.3f} ms"
-          f"  (per region; {merged_bound} over the totals)")
-    print(f"  simulated / roofline {cycles / bound:.2f}; {macs} MACs, {dma / 2**20:.1f} MiB DMA; "
-          f"overall utilisation {macs / (cycles * config.peak_macs_per_cycle):.1%}")
+          f"  (per layer, MACs at peak or compulsory bytes over DMA; compute alone {compute_bound})")
+    print(f"  simulated / roofline {cycles / bound:.2f}; {macs} MACs ({issued} issued by the array), "
+          f"{dma / 2**20:.1f} MiB DMA; overall utilisation {macs / (cycles * config.peak_macs_per_cycle):.1%}")
     if layers:
         utils = sorted(f.utilisation for f in layers)
         weighted = sum(f.macs for f in layers) / sum(f.cycles * config.peak_macs_per_cycle for f in layers)

@@ -27,7 +27,7 @@ from hetero.plugins.npu_sim.compiler.builder import Loc
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
 from hetero.plugins.npu_sim.program import Binding, Program
-from hetero.plugins.npu_sim.report import build_report, format_report
+from hetero.plugins.npu_sim.report import LayerWork, build_report, format_report, layer_work
 from hetero.plugins.npu_sim.sim import simulate
 from hetero.plugins.npu_sim.timeline import to_html
 
@@ -40,19 +40,19 @@ _WINDOW_OPS = {"QConv", "QAveragePool", "MaxPool"}
 class NpuPart:
     """A compiled npu_sim region: ``run`` simulates its program; ``last_stats`` keeps the last run's cost.
 
-    ``ops`` maps the region's node names (the instructions' tags) to their ops, for
-    the report. With ``record_timeline`` set (the ``npu_timeline`` option) each run
+    ``work`` maps the region's node names (the instructions' tags) to what each
+    asks of the machine (:func:`~hetero.plugins.npu_sim.report.layer_work`), for the report. With ``record_timeline`` set (the ``npu_timeline`` option) each run
     also records every instruction's place in the schedule, which :meth:`report`
     breaks down per layer and :meth:`timeline_html` draws; plain runs skip that
     bookkeeping.
     """
 
     def __init__(self, program: Program, config: NpuConfig, locs: Mapping[str, Loc],
-                 ops: Mapping[str, str] | None = None, *, record_timeline: bool = False) -> None:
+                 work: Mapping[str, LayerWork] | None = None, *, record_timeline: bool = False) -> None:
         self.program = program
         self.config = config
         self.locs = dict(locs)
-        self.ops = dict(ops or {})
+        self.work = dict(work or {})
         self.record_timeline = record_timeline
         self.inputs = tuple(b.name for b in program.inputs)
         self.outputs = tuple(b.name for b in program.outputs)
@@ -63,7 +63,8 @@ class NpuPart:
         """The config, the DRAM layout of every computed value, then the program's bytes."""
         meta = {"config": asdict(self.config),
                 "locs": {name: [loc.addr, list(loc.shape), list(loc.perm)] for name, loc in self.locs.items()},
-                "ops": self.ops, "timeline": self.record_timeline}
+                "work": {tag: [w.op, w.macs, w.bytes] for tag, w in self.work.items()},
+                "timeline": self.record_timeline}
         blob = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         return _ARTIFACT.pack(_MAGIC, len(blob)) + blob + self.program.to_bytes()
 
@@ -76,9 +77,8 @@ class NpuPart:
         meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
         program = Program.from_bytes(artifact[_ARTIFACT.size + length:])
         locs = {name: Loc(addr, tuple(shape), tuple(perm)) for name, (addr, shape, perm) in meta["locs"].items()}
-        # Artifacts written before the report existed lack "ops" and "timeline".
-        return cls(program, NpuConfig(**meta["config"]), locs, meta.get("ops", {}),
-                   record_timeline=meta.get("timeline", False))
+        work = {tag: LayerWork(op, macs, size) for tag, (op, macs, size) in meta["work"].items()}
+        return cls(program, NpuConfig(**meta["config"]), locs, work, record_timeline=meta["timeline"])
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Simulate the program on ``inputs`` (by name); its outputs by name."""
@@ -91,7 +91,7 @@ class NpuPart:
         """The last run's cost as text: totals, roofline, SRAM use and, with a timeline, per-layer rows."""
         if self.last_stats is None:
             return "npu_sim: not run yet; call run() first"
-        return format_report(build_report(self.program, self.config, self.last_stats, self.ops))
+        return format_report(build_report(self.program, self.config, self.last_stats, self.work))
 
     def timeline_html(self) -> str:
         """The last run's execution timeline as a self-contained HTML page."""
@@ -99,7 +99,7 @@ class NpuPart:
         if stats is None or not stats.timeline:
             raise PluginError("npu_sim: no timeline recorded; compile with npu_timeline=True (or set the part's "
                               "record_timeline) and run it first")
-        report = build_report(self.program, self.config, stats, self.ops)
+        report = build_report(self.program, self.config, stats, self.work)
         return to_html(report, stats.timeline, title=f"npu_sim timeline ({len(self.program.instrs)} instructions)")
 
     def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -164,7 +164,7 @@ class NpuSimBackend(Backend):
         if not isinstance(timeline, bool):
             raise PluginError(f"npu_sim: option npu_timeline must be True or False, got {timeline!r}")
         lowered = lower_graph(subgraph, config, double_buffer=double)
-        return NpuPart(lowered.program, config, lowered.locs, {n.name: n.op for n in subgraph.nodes},
+        return NpuPart(lowered.program, config, lowered.locs, {n.name: layer_work(n) for n in subgraph.nodes},
                        record_timeline=timeline)
 
     def load_artifact(self, artifact: bytes) -> NpuPart:

@@ -2,12 +2,18 @@
 
 :func:`build_report` folds a run's :class:`SimStats` into an :class:`NpuReport`:
 whole-program cycles, latency at the declared clock, matrix-unit utilisation, DMA
-bytes, SRAM high-water marks against capacity, and the roofline bound
-``max(MACs / peak MACs per cycle, DMA bytes / DMA bytes per cycle)``. When the run
+bytes, SRAM high-water marks against capacity, and the roofline bound. When the run
 recorded a timeline it adds one :class:`LayerFigures` per tag (the graph node the
 compiler emitted the instruction for): the span of its instructions on the
 timeline, its busy cycles per engine, its MACs, utilisation and DMA bytes.
 :func:`format_report` prints it.
+
+Work is counted from the graph, not from the instructions: a layer's MACs are its
+op's (:func:`layer_work`), so the padding columns a GEMM computes and drops count as
+overhead, not as utilisation; ``issued_macs`` is what the array did. The roofline
+bound is the model's, independent of how well the compiler did: per layer the
+larger of its MACs over the peak and its compulsory DRAM traffic (its inputs,
+weights and outputs, once) over the DMA bandwidth, summed over the layers.
 
 Example::
 
@@ -21,6 +27,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hetero.core.ir.graph import Node
 from hetero.core.memory.hierarchy import format_bytes
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
@@ -37,8 +44,9 @@ class LayerFigures:
 
     ``start``/``end`` bound its instructions on the timeline, so ``cycles`` is the
     wall span it occupies (spans of neighbouring layers may overlap where DMA runs
-    ahead); ``busy`` is the cycles each engine spent on it; ``utilisation`` is
-    ``macs / (cycles · rows · cols)``.
+    ahead); ``busy`` is the cycles each engine spent on it; ``macs`` is the op's
+    work and ``issued_macs`` the array's (padding columns included);
+    ``utilisation`` is ``macs / (cycles · rows · cols)``.
     """
 
     tag: str
@@ -48,6 +56,7 @@ class LayerFigures:
     end: int
     busy: dict[str, int]
     macs: int
+    issued_macs: int
     dma_bytes: int
     utilisation: float
 
@@ -66,6 +75,7 @@ class NpuReport:
     clock_ghz: float
     array: tuple[int, int]
     macs: int
+    issued_macs: int
     utilisation: float
     dma_bytes: int
     roofline_cycles: int
@@ -78,6 +88,28 @@ class NpuReport:
     def roofline_ratio(self) -> float:
         """Simulated cycles over the roofline bound (1.0 would be perfect)."""
         return self.cycles / self.roofline_cycles if self.roofline_cycles else math.inf
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """What a graph node asks of the machine: its op, its MACs and its compulsory DRAM bytes."""
+
+    op: str
+    macs: int
+    bytes: int
+
+
+def layer_work(node: Node) -> LayerWork:
+    """``node``'s work: the multiply-accumulates of its matrix op (none for vector and
+    data ops) and the bytes of its inputs, constants and outputs, each moved once."""
+    ins = [v.type for v in node.inputs if v is not None]
+    outs = [v.type for v in node.outputs]
+    macs = 0
+    if node.op == "QConv":  # each output sums C_in / group channels over the kernel window
+        macs = outs[0].size * (ins[0].shape[1] // node.attrs["group"]) * math.prod(ins[1].shape[2:])
+    elif node.op == "QMatMul":  # each output sums K products
+        macs = outs[0].size * ins[1].shape[0]
+    return LayerWork(node.op, macs, sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs))
 
 
 def instr_macs(instr: Instr) -> int:
@@ -98,9 +130,9 @@ def roofline_cycles(macs: int, dma_bytes: int, config: NpuConfig) -> int:
 
 
 def build_report(program: Program, config: NpuConfig, stats: SimStats,
-                 ops: Mapping[str, str] | None = None) -> NpuReport:
-    """The report of a run of ``program`` that produced ``stats``; ``ops`` maps tags to op names."""
-    ops = ops or {}
+                 work: Mapping[str, LayerWork]) -> NpuReport:
+    """The report of a run of ``program`` that produced ``stats``; ``work`` maps tags
+    (node names) to what each node asks (:func:`layer_work`)."""
     capacity = {b.value: config.capacity(b.value) * b.itemsize for b in Buf}
     layers: dict[str, dict] = {}
     peak = config.peak_macs_per_cycle
@@ -120,14 +152,18 @@ def build_report(program: Program, config: NpuConfig, stats: SimStats,
     figures = []
     for tag, layer in layers.items():
         span = layer["end"] - layer["start"]
+        done = work.get(tag, LayerWork("-", 0, 0))
         figures.append(LayerFigures(
-            tag, ops.get(tag, "-"), layer["instrs"], layer["start"], layer["end"], layer["busy"], layer["macs"],
-            layer["dma"], layer["macs"] / (span * peak) if span else 0.0,
+            tag, done.op, layer["instrs"], layer["start"], layer["end"], layer["busy"], done.macs,
+            layer["macs"], layer["dma"], done.macs / (span * peak) if span else 0.0,
         ))
+    macs = sum(w.macs for w in work.values())
+    bound = sum(roofline_cycles(w.macs, w.bytes, config) for w in work.values())
     return NpuReport(
         cycles=stats.cycles, seconds=stats.seconds, clock_ghz=config.clock_ghz,
-        array=(config.array_rows, config.array_cols), macs=stats.macs, utilisation=stats.utilisation,
-        dma_bytes=stats.dma_bytes, roofline_cycles=roofline_cycles(stats.macs, stats.dma_bytes, config),
+        array=(config.array_rows, config.array_cols), macs=macs, issued_macs=stats.macs,
+        utilisation=macs / (stats.cycles * peak) if stats.cycles else 0.0,
+        dma_bytes=stats.dma_bytes, roofline_cycles=bound,
         engine_busy=dict(stats.engine_busy), sram_high_water=dict(stats.sram_high_water),
         sram_capacity=capacity, layers=figures,
     )
@@ -139,9 +175,10 @@ def format_report(report: NpuReport, *, top: int | None = None) -> str:
     rows, cols = report.array
     lines = [
         (f"npu_sim {rows}x{cols} @ {report.clock_ghz:g} GHz: {report.cycles} cycles = "
-         f"{report.seconds * 1e6:.3f} µs; {report.macs} MACs, utilisation {report.utilisation:.1%}; "
-         f"DMA {format_bytes(report.dma_bytes)}"),
-        f"roofline bound {report.roofline_cycles} cycles "
+         f"{report.seconds * 1e6:.3f} µs; {report.macs} MACs ({report.issued_macs} issued), "
+         f"utilisation {report.utilisation:.1%}; DMA {format_bytes(report.dma_bytes)}"),
+        f"roofline bound {report.roofline_cycles} cycles (per layer, the slower of its MACs at peak "
+        f"and its inputs, weights and outputs over DMA) "
         f"(simulated / roofline = {report.roofline_ratio:.2f}); engine busy "
         + ", ".join(f"{e} {c}" for e, c in report.engine_busy.items()),
         "SRAM high-water: " + ", ".join(

@@ -16,7 +16,7 @@ from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.errors import HeteroError, PluginError
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.cycles import TimelineEntry
-from hetero.plugins.npu_sim.report import build_report, format_report, roofline_cycles
+from hetero.plugins.npu_sim.report import build_report, format_report, layer_work, roofline_cycles
 from hetero.plugins.npu_sim.timeline import merge_entries
 
 TINY = {"npu_preset": "tiny-64k"}
@@ -55,14 +55,19 @@ def timed() -> tuple[Graph, NpuPart]:
 def test_report_has_one_row_per_node_consistent_with_the_totals(timed: tuple[Graph, NpuPart]) -> None:
     graph, part = timed
     stats = part.last_stats
-    report = build_report(part.program, part.config, stats, part.ops)
+    report = build_report(part.program, part.config, stats, part.work)
     by_tag = {f.tag: f for f in report.layers}
     assert set(by_tag) == {n.name for n in graph.nodes}
     assert {t: f.op for t, f in by_tag.items()} == {n.name: n.op for n in graph.nodes}
     # Every instruction belongs to exactly one layer: per-engine busy cycles, MACs and DMA bytes add up.
     for engine, busy in stats.engine_busy.items():
         assert sum(f.busy[engine] for f in report.layers) == busy
-    assert sum(f.macs for f in report.layers) == stats.macs > 0
+    assert sum(f.issued_macs for f in report.layers) == stats.macs > 0
+    # Work comes from the graph: the conv's and the matmul's MACs, as their ops count them.
+    for node in graph.nodes:
+        assert by_tag[node.name].macs == layer_work(node).macs
+    assert by_tag["conv"].macs > 0 and by_tag["fc"].macs > 0
+    assert report.macs == sum(f.macs for f in report.layers) <= report.issued_macs
     assert sum(f.dma_bytes for f in report.layers) == stats.dma_bytes
     assert sum(f.instrs for f in report.layers) == len(part.program.instrs)
     # Spans lie inside the run; the last one ends with it; together they cover it.
@@ -76,7 +81,9 @@ def test_report_has_one_row_per_node_consistent_with_the_totals(timed: tuple[Gra
     assert by_tag["pool"].macs == 0 and by_tag["pool"].utilisation == 0
     assert report.seconds == pytest.approx(report.cycles / (part.config.clock_ghz * 1e9))
     assert 0 < report.utilisation <= 1
-    assert report.roofline_cycles == roofline_cycles(stats.macs, stats.dma_bytes, part.config)
+    # The model's roofline: per layer, MACs at peak or its compulsory bytes over DMA.
+    assert report.roofline_cycles == sum(
+        roofline_cycles(w.macs, w.bytes, part.config) for w in map(layer_work, graph.nodes))
     assert report.roofline_cycles <= report.cycles
 
 
@@ -89,7 +96,7 @@ def test_report_text_names_every_node_and_the_sram_use(timed: tuple[Graph, NpuPa
     assert rows["conv"][1] == "QConv"
     assert f"{stats.cycles} cycles = {stats.cycles / 1e3:.3f} µs" in text  # tiny-64k runs at 1 GHz
     assert "SRAM high-water: inp" in text and "/ 16 KiB" in text
-    top = format_report(build_report(part.program, part.config, stats, part.ops), top=2)
+    top = format_report(build_report(part.program, part.config, stats, part.work), top=2)
     assert "top 2 of 4 layers by cycles" in top
 
 
@@ -164,7 +171,7 @@ def test_plain_run_records_no_timeline_and_says_how_to_get_one() -> None:
 def test_timeline_option_survives_the_artifact_and_is_checked(timed: tuple[Graph, NpuPart]) -> None:
     _, part = timed
     loaded = NpuSimBackend().load_artifact(part.artifact)
-    assert loaded.record_timeline and loaded.ops == part.ops
+    assert loaded.record_timeline and loaded.work == part.work
     with pytest.raises(PluginError, match="npu_timeline must be True or False"):
         NpuSimBackend().compile(_net(), {"npu_timeline": "yes"})
 
