@@ -62,6 +62,19 @@ def hetero_backends():
     return [Liar("liar", ops=("Relu", "Neg"))]
 """
 
+# Lists Neg among its ops, then declines every Neg it is offered.
+HOLLOW = _PREAMBLE + """
+class Hollow(ToyBackend):
+    def supports(self, node):
+        if node.op == "Neg":
+            return Support.no(f"{self.name} has no Neg kernel yet")
+        return super().supports(node)
+
+@hookimpl
+def hetero_backends():
+    return [Hollow("hollow", ops=("Relu", "Neg"))]
+"""
+
 # Takes only float inputs, and fuses Add+Relu; the pattern's example comes and goes.
 FLOATS_ONLY = _PREAMBLE + """
 from hetero.core.ir import GraphBuilder
@@ -140,6 +153,17 @@ def test_claimed_op_that_does_not_compile_fails_naming_the_op(
     assert "PluginError: liar: no kernel for Neg" in out
     result.stdout.fnmatch_lines(["*FAILED*test_artifact[[]Neg[]]*"])
     assert "FAILED" not in "".join(line for line in out.splitlines() if "Relu" in line)
+
+
+def test_an_op_claimed_but_declined_in_every_form_is_a_failure(
+        pytester: pytest.Pytester, site: object) -> None:
+    site.install("hetero-hollow", "1.0", {"hollow": HOLLOW})
+    result = _run(pytester, site, "hollow", "-k", "test_artifact")
+    assert result.ret == 1
+    out = result.stdout.str()
+    assert "hollow lists Neg in supported_ops but declines every case of every dtype" in out
+    assert "hollow has no Neg kernel yet" in out
+    result.stdout.fnmatch_lines(["*FAILED*test_artifact[[]Neg[]]*"])
 
 
 def test_known_failures_turn_failures_into_xfails_and_stale_lines_fail(
