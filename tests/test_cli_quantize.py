@@ -111,3 +111,15 @@ def test_compare_charges_no_error_to_the_bit_exact_npu_region(capsys: pytest.Cap
     # Every node's int8 output, exposed by the simulator, is exact as well.
     assert all(o["max_abs_error"] == 0.0 for r in npu for o in r["intermediates"])
     assert len(npu[0]["intermediates"]) > 20
+
+
+def test_a_quantised_npu_executable_saves_and_runs_without_recompiling(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    saved = tmp_path / "conv.hetero"
+    code, out, err = run_cli(capsys, "compile", str(_conv_model(tmp_path)), "--targets", "npu_sim",
+                             "--quantize", "--calibrate", "2", "-o", str(saved))
+    assert code == 0, err
+    assert "QConv" in out and saved.exists()
+    code, out, err = run_cli(capsys, "run", str(saved), "--report")
+    assert code == 0, err
+    assert "output    y: f32[1,4,8,8]" in out and "region r1 on npu_sim" in out
