@@ -6,7 +6,8 @@ The model gets seeded random weights (seed 0), is quantised on four seeded rando
 inputs and compiled for ``npu_sim`` then ``llvm_cpu`` with the timeline on; one
 run on a fifth input is simulated. For each NPU region the script prints the top
 layers by simulated cycles with their matrix-unit utilisation, and a summary:
-the region's simulated cycles and latency at the declared clock beside the roofline
+the region's simulated cycles and latency at the declared clock, the partitioner's
+estimate of it (npu_sim's analytic cost model) beside the simulated time, the roofline
 bound (per layer, the larger of its MACs over the peak and its compulsory bytes (inputs,
 weights, outputs once) over the DMA bandwidth, summed) and the ratio simulated / roofline; then the same for all NPU regions together. The
 simulated figures do not depend on this machine; the wall times printed beside
@@ -87,6 +88,11 @@ def main() -> None:
           f"{config.peak_macs_per_cycle} MACs/cycle, DMA {config.dma_bytes_per_cycle} B/cycle), "
           f"{len(reports)} region(s), run one after another:")
     print(f"  simulated        {cycles:>12} cycles  {config.cycles_to_seconds(cycles) * 1e3:9.3f} ms")
+    estimates = {r["name"]: r["est_seconds"] for r in exe.partition["regions"]}
+    estimated = sum(estimates[p.region] for p in npu)
+    print(f"  estimate {estimated * 1e3:.3f} ms, simulated {config.cycles_to_seconds(cycles) * 1e3:.3f} ms "
+          f"(npu_sim's analytic cost model, as the partitioner saw it; estimate / simulated "
+          f"{estimated / config.cycles_to_seconds(cycles):.2f})")
     print(f"  roofline bound   {bound:>12} cycles  {config.cycles_to_seconds(bound) * 1e3:9.3f} ms"
           f"  (per layer, MACs at peak or compulsory bytes over DMA; compute alone {compute_bound})")
     print(f"  simulated / roofline {cycles / bound:.2f}; {macs} MACs ({issued} issued by the array), "

@@ -12,6 +12,7 @@ whose ``report`` and ``timeline_html`` show what the last run cost.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import asdict, replace
@@ -26,6 +27,7 @@ from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
+from hetero.plugins.npu_sim.estimate import region_cycles
 from hetero.plugins.npu_sim.program import Binding, Program
 from hetero.plugins.npu_sim.report import LayerWork, build_report, format_report, layer_work
 from hetero.plugins.npu_sim.sim import simulate
@@ -148,6 +150,21 @@ class NpuSimBackend(Backend):
         if any(np.dtype(v.dtype).kind == "f" for v in values):
             return Support.no(_FLOAT_REASON)
         return _check_node(node)
+
+    def estimate(self, subgraph: Graph) -> float:
+        """Seconds ``subgraph`` would take at the declared clock, by npu_sim's analytic cost model.
+
+        :func:`~hetero.plugins.npu_sim.estimate.region_cycles` costs each node as the compiler
+        would tile it, without compiling or simulating anything. It models this backend's own
+        config (the default preset unless the backend was built with another): ``estimate``
+        takes no options, so ``npu_*`` compile options do not reach it. A region the compiler
+        could not fit in SRAM costs infinitely long, so the partitioner never prefers it.
+        """
+        try:
+            cycles = region_cycles(subgraph, self.config)
+        except PluginError:
+            return math.inf
+        return self.config.cycles_to_seconds(cycles)
 
     def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> NpuPart:
         """Lower ``subgraph`` for the NpuConfig of ``options`` (``npu_preset``, ``npu_sram_kib``...).

@@ -57,6 +57,14 @@ class Lowered:
     locs: dict[str, Loc]
 
 
+def intermediate_perm(node: Node) -> tuple[int, ...]:
+    """The DRAM axis order of ``node``'s output when it is not a graph output: NHWC for the
+    4-D results of ops that write HWC tiles, row-major otherwise (graph inputs and outputs
+    are always row-major)."""
+    rank = len(node.output.shape)
+    return NHWC if rank == 4 and node.op not in _ROW_MAJOR_OUTPUT else row_major(rank)
+
+
 def lower_graph(graph: Graph, config: NpuConfig, *, double_buffer: bool = True) -> Lowered:
     """Compile ``graph`` and keep the DRAM location of every value it computes."""
     b = ProgramBuilder(config, double_buffer=double_buffer)
@@ -70,10 +78,8 @@ def lower_graph(graph: Graph, config: NpuConfig, *, double_buffer: bool = True) 
         if node.op not in EMITTERS:
             raise PluginError(f"npu_sim: node {node.name!r} is a {node.op}, which the npu_sim compiler does not "
                               f"lower; it takes {sorted(EMITTERS)}")
-        out = node.output
-        if out.name not in outputs:
-            rank = len(out.shape)
-            b.place(out, NHWC if rank == 4 and node.op not in _ROW_MAJOR_OUTPUT else row_major(rank))
+        if node.output.name not in outputs:
+            b.place(node.output, intermediate_perm(node))
     for node in graph.nodes:
         b.begin_layer(node.name)
         EMITTERS[node.op](b, node)
@@ -90,4 +96,4 @@ def compile_graph(graph: Graph, config: NpuConfig, *, double_buffer: bool = True
     return lower_graph(graph, config, double_buffer=double_buffer).program
 
 
-__all__ = ["EMITTERS", "Lowered", "compile_graph", "lower_graph"]
+__all__ = ["EMITTERS", "Lowered", "compile_graph", "intermediate_perm", "lower_graph"]

@@ -26,6 +26,7 @@ convolution over a one-row image whose width is the matrix's rows.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -107,10 +108,7 @@ def emit_qconv(b: ProgramBuilder, node: Node) -> None:
     """QConv (2-D, any group) on the array."""
     x, w = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
-    a = node.attrs
-    shape = ConvShape(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], tuple(a["kernel_shape"]),
-                      tuple(a["strides"]), tuple(a["dilations"]), tuple(a["pads"]), node.output.shape[2:],
-                      a["group"])
+    shape = _conv_shape(node)
     weights = np.asarray(w.data, dtype=np.int64)
     b_data = np.zeros(shape.out_channels, np.int64) if bias is None else np.asarray(bias.data, np.int64)
     _emit(b, node, shape, b.loc(x), b.locs[node.output.name], weights, b_data)
@@ -121,17 +119,30 @@ def emit_qmatmul(b: ProgramBuilder, node: Node) -> None:
     a_val, w = node.inputs[0], node.inputs[1]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] is not None else None
     k, n = w.shape
-    rows = math.prod(a_val.shape[:-1])
-    x_loc, y_loc = b.loc(a_val), b.locs[node.output.name]
-    x_rows, y_rows = _merged_rows(x_loc, node), _merged_rows(y_loc, node)
-    # Viewed as NCHW with N = H = 1: channels are K (or N), width the M rows.
-    x_view = _View(x_loc.addr, (1, k, 1, rows), (0, x_loc.strides[-1], 0, x_rows))
-    y_view = _View(y_loc.addr, (1, n, 1, rows), (0, y_loc.strides[-1], 0, y_rows))
-    shape = ConvShape(1, k, 1, rows, n, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), (1, rows), 1)
+    shape, x_view, y_view = _matmul_views(node, b.loc(a_val), b.locs[node.output.name])
     weights = np.asarray(w.data, dtype=np.int64).T.reshape(n, k, 1, 1)
     b_data = np.zeros(n, np.int64) if bias is None else np.asarray(bias.data, np.int64)
     attrs = dict(node.attrs, x_zero=node.attrs["a_zero"])
     _emit(b, node, shape, x_view, y_view, weights, b_data, attrs)
+
+
+def _conv_shape(node: Node) -> ConvShape:
+    """The ConvShape of a QConv node."""
+    x, w, a = node.inputs[0], node.inputs[1], node.attrs
+    return ConvShape(x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], tuple(a["kernel_shape"]),
+                     tuple(a["strides"]), tuple(a["dilations"]), tuple(a["pads"]), node.output.shape[2:],
+                     a["group"])
+
+
+def _matmul_views(node: Node, x_loc: Loc, y_loc: Loc) -> tuple[ConvShape, _View, _View]:
+    """A QMatMul as the 1×1 convolution :func:`emit_qmatmul` runs: its shape and operand views."""
+    k, n = node.inputs[1].shape
+    rows = math.prod(node.inputs[0].shape[:-1])
+    x_rows, y_rows = _merged_rows(x_loc, node), _merged_rows(y_loc, node)
+    # Viewed as NCHW with N = H = 1: channels are K (or N), width the M rows.
+    x_view = _View(x_loc.addr, (1, k, 1, rows), (0, x_loc.strides[-1], 0, x_rows))
+    y_view = _View(y_loc.addr, (1, n, 1, rows), (0, y_loc.strides[-1], 0, y_rows))
+    return ConvShape(1, k, 1, rows, n, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0), (1, rows), 1), x_view, y_view
 
 
 @dataclass(frozen=True)
@@ -202,8 +213,23 @@ def _dma(cfg: NpuConfig, nbytes: int, runs: int) -> int:
 
 
 def _estimate(cfg: NpuConfig, s: ConvShape, t: _Tiling, xs: tuple[int, ...], ys: tuple[int, ...]) -> int:
-    """Cycles the layer would take with tiling ``t``, by the cycle model's own formulas: the
-    load and compute engines overlap step by step, the store engine runs beside them."""
+    """Cycles one group of one image would take with tiling ``t``, by the cycle model's own
+    formulas: the load and compute engines overlap step by step, the store engine runs beside them."""
+    steps, load, compute, store = _step_costs(cfg, s, t, xs, ys)
+    return _overlapped(steps, load, compute, store)
+
+
+def _overlapped(steps: int, load: int, compute: int, store: int) -> int:
+    """Cycles of ``steps`` equal steps of ``load`` and ``compute`` cycles beside stores of ``store``
+    cycles in all: the slower of the load-compute chain and the store engine, plus the pipeline's fill."""
+    return max(steps * max(load, compute), store) + load + compute
+
+
+def _step_costs(cfg: NpuConfig, s: ConvShape, t: _Tiling, xs: tuple[int, ...], ys: tuple[int, ...],
+                taps: int = 1, tap_stride: int = 0) -> tuple[int, int, int, int]:
+    """One group of one image with tiling ``t``: its steps, a step's load and compute cycles, and
+    the cycles of all its stores. ``taps`` > 1 reads the input as a tap-packed view does (see
+    :class:`_View`); the tiling search leaves it at 1, so it ranks tilings as it always has."""
     oh, ow = s.out_hw
     kh, kw = s.kernel
     width, pitch = window_width(t.tow, s), row_pitch(t.tow, s)
@@ -218,21 +244,41 @@ def _estimate(cfg: NpuConfig, s: ConvShape, t: _Tiling, xs: tuple[int, ...], ys:
     rows_out = t.toh if t.multi and pitch > t.tow else 1
     requant = rows_out * (cfg.vector_startup_cycles + math.ceil(t.toh * t.tow * t.oct / rows_out / cfg.vector_lanes))
     compute = kh * kw * gemm + requant // k_steps + 6
-    in_runs = dma_runs((min(rows_in, s.height), min(width, s.width), t.ck), (xs[2], xs[3], xs[1]), 1)
+    if taps > 1:
+        in_runs = dma_runs((min(rows_in, s.height), min(width, s.width), t.ck // taps, taps),
+                           (xs[2], xs[3], xs[1], tap_stride), 1)
+    else:
+        in_runs = dma_runs((min(rows_in, s.height), min(width, s.width), t.ck), (xs[2], xs[3], xs[1]), 1)
     load = (_dma(cfg, rows_in * width * t.ck, in_runs) + _dma(cfg, kh * kw * t.ck * t.oct, 1)
             + _dma(cfg, 12 * t.oct, 1) // k_steps)
     store = _dma(cfg, t.toh * t.tow * t.oct, dma_runs((t.toh, t.tow, t.oct), (ys[2], ys[3], ys[1]), 1))
     tiles = -(-oh // t.toh) * -(-ow // t.tow) * -(-s.cout // t.oct)
-    return max(tiles * k_steps * max(load, compute), tiles * store) + load + compute
+    return tiles * k_steps, load, compute, tiles * store
 
 
 def _tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ...], ys: tuple[int, ...]) -> _Tiling:
     """The tiling that fits every SRAM buffer and that :func:`_estimate` finds fastest."""
-    cfg = b.config
+    slots = tuple(b.slot_size(n) for n in ("inp", "wgt", "out", "acc"))
+    best, failed = _search_tiling(b.config, slots, s, xs, ys)
+    if best is None:
+        raise PluginError(
+            f"npu_sim: {node.op} node {node.name!r} does not fit the {failed} buffer "
+            f"({b.slot_size(failed)} elements per slot) even at the smallest tile; use a larger npu_preset "
+            f"or npu_sram_kib, or let another backend take it"
+        )
+    return best
+
+
+# The search is pure and the partitioner's estimates ask about the same layers again and again.
+@functools.lru_cache(maxsize=1024)
+def _search_tiling(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShape, xs: tuple[int, ...],
+                   ys: tuple[int, ...]) -> tuple[_Tiling | None, str]:
+    """The fastest tiling that fits the ``inp``, ``wgt``, ``out``, ``acc`` slot sizes ``slots``, or
+    None and the buffer that the last tiling tried overflowed."""
     ck = min(s.cin, cfg.array_rows)
     oh, ow = s.out_hw
     kh, kw = s.kernel
-    inp, wgt, out, acc = (b.slot_size(n) for n in ("inp", "wgt", "out", "acc"))
+    inp, wgt, out, acc = slots
     cols = cfg.array_cols
     oc_options = sorted({s.cout} | {m * cols for m in range(1, s.cout // cols + 1)}
                         | {max(1, cols >> i) for i in range(8) if cols >> i < s.cout}, reverse=True)
@@ -257,13 +303,7 @@ def _tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ...], ys
                     cost = _estimate(cfg, s, tiling, xs, ys)
                     if best is None or cost < best_cost:
                         best, best_cost = tiling, cost
-    if best is None:
-        raise PluginError(
-            f"npu_sim: {node.op} node {node.name!r} does not fit the {failed} buffer "
-            f"({b.slot_size(failed)} elements per slot) even at the smallest tile; use a larger npu_preset "
-            f"or npu_sram_kib, or let another backend take it"
-        )
-    return best
+    return best, failed
 
 
 def halvings(total: int) -> list[int]:
@@ -306,9 +346,7 @@ def _tap_packed(b: ProgramBuilder, s: ConvShape, x: Loc | _View, weights: np.nda
     result is a (kh × 1)-kernel convolution over an ``out_w``-wide image of ``cin·kw``
     channels, whose weights are reordered to match (channel c·kw + kx).
     """
-    (sh, sw), (dh, dw), (kh, kw) = s.stride, s.dilation, s.kernel
-    left = s.pads[1]
-    width = max((s.out_hw[1] - 1) * sw + (kw - 1) * dw + 1, left + s.width)
+    left, width = s.pads[1], _tap_width(s)
     addr = b.alloc(s.n * s.channels * s.height * width)
     xs = x.strides
     rows_per_tile = min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * width)
@@ -326,20 +364,75 @@ def _tap_packed(b: ProgramBuilder, s: ConvShape, x: Loc | _View, weights: np.nda
             b.store_output(out_base, addr + (n * s.channels * s.height + y0) * width, (s.channels, count, width),
                            (s.height * width, width, 1))
     b.dram_barrier()
+    packed, view = _tap_packing(s, addr)
+    kh, kw = s.kernel
+    reordered = weights.transpose(0, 1, 3, 2).reshape(s.out_channels, s.cin * kw, kh, 1)
+    return packed, view, reordered
+
+
+def _tap_width(s: ConvShape) -> int:
+    """Columns of a padded row of :func:`_tap_packed`'s scratch image."""
+    kw, sw, dw = s.kernel[1], s.stride[1], s.dilation[1]
+    return max((s.out_hw[1] - 1) * sw + (kw - 1) * dw + 1, s.pads[1] + s.width)
+
+
+def _tap_packing(s: ConvShape, addr: int) -> tuple[ConvShape, _View]:
+    """The convolution :func:`_tap_packed` leaves, and its view of the scratch image at ``addr``."""
+    (sh, sw), (dh, dw), (kh, kw) = s.stride, s.dilation, s.kernel
+    width = _tap_width(s)
     packed = replace(s, channels=s.channels * kw, width=s.out_hw[1], kernel=(kh, 1), stride=(sh, 1),
                      dilation=(dh, 1), pads=(s.pads[0], 0, s.pads[2], 0))
     view = _View(addr, (s.n, packed.channels, s.height, packed.width),
                  (s.channels * s.height * width, s.height * width, width, sw), kw, dw)
-    reordered = weights.transpose(0, 1, 3, 2).reshape(s.out_channels, s.cin * kw, kh, 1)
-    return packed, view, reordered
+    return packed, view
+
+
+def _tap_copy_cycles(b: ProgramBuilder, s: ConvShape, xs: tuple[int, ...]) -> int:
+    """Cycles of :func:`_tap_packed`'s copy into the scratch image, up to its DRAM barrier."""
+    cfg, width = b.config, _tap_width(s)
+    count = min(s.height, min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * width))
+    steps = s.n * -(-s.height // count)
+    nbytes = s.channels * count * width
+    load = _dma(cfg, nbytes, dma_runs((s.channels, count, s.width), (xs[1], xs[2], xs[3]), 1))
+    copy = cfg.vector_startup_cycles + math.ceil(nbytes / cfg.vector_lanes)
+    store = _dma(cfg, nbytes, dma_runs((s.channels, count, width), (s.height * width, width, 1), 1))
+    return _overlapped(steps, load, copy, steps * store) + store
 
 
 def _packs_taps(b: ProgramBuilder, s: ConvShape) -> bool:
     """Whether :func:`_tap_packed` applies and pays: few channels, a wide kernel, a row that fits a slot."""
     kw, rows = s.kernel[1], b.config.array_rows
-    width = max((s.out_hw[1] - 1) * s.stride[1] + (kw - 1) * s.dilation[1] + 1, s.pads[1] + s.width)
+    width = _tap_width(s)
     return (s.group == 1 and kw > 1 and 2 * s.cin <= rows and s.cin * kw <= rows
             and s.channels * width <= min(b.slot_size("inp"), b.slot_size("out")))
+
+
+def plan_cost(node: Node, config: NpuConfig, x: Loc, y: Loc, *, double_buffer: bool = True) -> int:
+    """Estimated cycles of a QConv or QMatMul node compiled for ``config``, reading ``x`` and
+    writing ``y`` (their DRAM layouts; the addresses do not matter), without emitting anything.
+
+    It follows :func:`emit_qconv` and :func:`emit_qmatmul`: the same rewrites (a strided 1×1
+    convolution subsampled by the DMA, few input channels tap-packed, whose copy it counts),
+    the tiling the compiler picks, and that tiling's :func:`_estimate`, repeated over images and
+    groups as their steps pipeline. Raises :class:`~hetero.errors.PluginError` where compiling
+    would: a layer that fits no tiling, or a matrix operand that is not contiguous.
+    """
+    b = ProgramBuilder(config, double_buffer=double_buffer)
+    if node.op == "QMatMul":
+        s, xv, yv = _matmul_views(node, x, y)
+    else:
+        s, xv, yv = _conv_shape(node), x, y
+    fill = 0
+    if s.kernel == (1, 1) and not any(s.pads) and s.stride != (1, 1):
+        s, xv = _subsampled(s, xv)
+    elif _packs_taps(b, s):
+        fill = _tap_copy_cycles(b, s, xv.strides)
+        s, xv = _tap_packing(s, 0)
+    t = _tiling(b, node, s, xv.strides, yv.strides)
+    taps = (xv.taps, xv.tap_stride) if isinstance(xv, _View) else (1, 0)
+    steps, load, compute, store = _step_costs(config, s, t, xv.strides, yv.strides, *taps)
+    reps = s.n * s.group
+    return fill + _overlapped(reps * steps, load, compute, reps * store)
 
 
 def _emit(b: ProgramBuilder, node: Node, s: ConvShape, x: Loc | _View, y: Loc | _View, weights: np.ndarray,

@@ -128,7 +128,7 @@ def emit_pool(b: ProgramBuilder, node: Node) -> None:
     n_, c_, h, w = x.shape
     oh, ow = y.shape[2:]
     (kh, kw), (sh, sw), pads = tuple(a["kernel_shape"]), tuple(a["strides"]), tuple(a["pads"])
-    toh, tow, tc = _pool_tiling(b, node, (c_, oh, ow), (kh, kw), (sh, sw), average)
+    toh, tow, tc = pool_tiling(b, node, (c_, oh, ow), (kh, kw), (sh, sw), average)
     xs, ys = x.strides, y.strides
     pad_value = a["x_zero"] if average else -128
     params = np.asarray([(-kh * kw * a["x_zero"], a["multiplier"], a["shift"])], np.int32) if average else None
@@ -161,8 +161,10 @@ def emit_pool(b: ProgramBuilder, node: Node) -> None:
                                    (th, tw, cn), (ys[2], ys[3], ys[1]))
 
 
-def _pool_tiling(b: ProgramBuilder, node: Node, out: tuple[int, int, int], kernel: tuple[int, int],
-                 stride: tuple[int, int], average: bool) -> tuple[int, int, int]:
+def pool_tiling(b: ProgramBuilder, node: Node, out: tuple[int, int, int], kernel: tuple[int, int],
+                stride: tuple[int, int], average: bool) -> tuple[int, int, int]:
+    """The (rows, columns, channels) output tile :func:`emit_pool` steps by: the largest halvings
+    of ``out`` (channels, rows, columns) whose window fits an ``inp`` slot and result an ``out`` one."""
     c_, oh, ow = out
     inp, res = b.slot_size("inp"), b.slot_size("out")
     if average:
