@@ -64,7 +64,8 @@ class NpuPart:
     def artifact(self) -> bytes:
         """The config, the DRAM layout of every computed value, then the program's bytes."""
         meta = {"config": asdict(self.config),
-                "locs": {name: [loc.addr, list(loc.shape), list(loc.perm)] for name, loc in self.locs.items()},
+                "locs": {name: [loc.addr, list(loc.shape), list(loc.perm), list(loc.frame_shape), list(loc.start)]
+                         for name, loc in self.locs.items()},
                 "work": {tag: [w.op, w.macs, w.bytes] for tag, w in self.work.items()},
                 "timeline": self.record_timeline}
         blob = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
@@ -78,7 +79,9 @@ class NpuPart:
         _, length = _ARTIFACT.unpack_from(artifact)
         meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
         program = Program.from_bytes(artifact[_ARTIFACT.size + length:])
-        locs = {name: Loc(addr, tuple(shape), tuple(perm)) for name, (addr, shape, perm) in meta["locs"].items()}
+        # Artifacts written before Concat views carry [addr, shape, perm] only: whole blocks.
+        locs = {name: Loc(addr, tuple(shape), tuple(perm), 1, *(tuple(v) for v in view))
+                for name, (addr, shape, perm, *view) in meta["locs"].items()}
         work = {tag: LayerWork(op, macs, size) for tag, (op, macs, size) in meta["work"].items()}
         return cls(program, NpuConfig(**meta["config"]), locs, work, record_timeline=meta["timeline"])
 
@@ -106,7 +109,7 @@ class NpuPart:
 
     def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The outputs and every node's output as it lies in DRAM after the run, by value name."""
-        extra = tuple(Binding(name, loc.addr, loc.physical_shape, "int8") for name, loc in self.locs.items()
+        extra = tuple(Binding(name, loc.base, loc.physical_shape, "int8") for name, loc in self.locs.items()
                       if name not in self.outputs)
         program = replace(self.program, outputs=self.program.outputs + extra)
         result = simulate(program, self.config, {name: inputs[name] for name in self.inputs})
@@ -114,7 +117,7 @@ class NpuPart:
         values = dict(result.outputs)
         for name, loc in self.locs.items():
             if name not in self.outputs:
-                values[name] = np.ascontiguousarray(np.transpose(values[name], np.argsort(loc.perm)))
+                values[name] = loc.extract(values[name])
         return values
 
 

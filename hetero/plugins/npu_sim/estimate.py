@@ -14,7 +14,9 @@ instruction costs (:mod:`~hetero.plugins.npu_sim.cycles`), and operands laid out
   equal steps where the slowest engine sets the pace.
 
 Each node's code starts behind a DRAM barrier (its loads wait for the previous node's
-stores), so a region's cycles are the sum of its nodes'.
+stores), so a region's cycles are the sum of its nodes'. A Concat costs only the copies
+of the inputs its producers could not store in place, and nothing (not even the barrier,
+since it emits no code) when they all could.
 
 Example::
 
@@ -29,9 +31,10 @@ from collections.abc import Mapping
 
 from hetero.core.ir.graph import Graph, Node
 from hetero.errors import PluginError
-from hetero.plugins.npu_sim.compiler import intermediate_perm
+from hetero.plugins.npu_sim.compiler import layout
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder, row_major
 from hetero.plugins.npu_sim.compiler.conv import plan_cost, window_extent
+from hetero.plugins.npu_sim.compiler.data import in_place
 from hetero.plugins.npu_sim.compiler.vector import pool_tiling
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import dma_runs
@@ -56,16 +59,12 @@ def region_cycles(graph: Graph, config: NpuConfig, *, double_buffer: bool = True
 
 def value_locs(graph: Graph) -> dict[str, Loc]:
     """The DRAM layout (address 0) :func:`lower_graph` gives every value ``graph``'s nodes read or write."""
-    locs: dict[str, Loc] = {}
-    for value in list(graph.inputs) + list(graph.outputs):
-        locs[value.name] = Loc(0, tuple(value.shape), row_major(len(value.shape)))
+    locs = layout(graph, lambda value, perm: Loc(0, tuple(value.shape), perm))
     for node in graph.nodes:
         for value in node.inputs:
             # A constant read as an activation gets a row-major segment.
             if value is not None and value.name not in locs:
                 locs[value.name] = Loc(0, tuple(value.shape), row_major(len(value.shape)))
-        if node.output.name not in locs:
-            locs[node.output.name] = Loc(0, tuple(node.output.shape), intermediate_perm(node))
     return locs
 
 
@@ -73,6 +72,8 @@ def node_cycles(node: Node, config: NpuConfig, locs: Mapping[str, Loc], *, doubl
     """Estimated cycles of one node's code, its operands laid out as ``locs`` says."""
     b = ProgramBuilder(config, double_buffer=double_buffer)
     barrier = 2
+    if node.op == "Concat" and all(in_place(node, locs)):
+        return 0
     if node.op in ("QConv", "QMatMul"):
         return barrier + plan_cost(node, config, locs[node.inputs[0].name], locs[node.output.name],
                                    double_buffer=double_buffer)
@@ -164,7 +165,8 @@ def _data(b: ProgramBuilder, node: Node, locs: Mapping[str, Loc]) -> int:
     """Concat, Transpose, Reshape, Flatten as :func:`~hetero.plugins.npu_sim.compiler.data.emit_data` moves them."""
     x, y = locs[node.inputs[0].name], locs[node.output.name]
     if node.op == "Concat":
-        return sum(_move(b, locs[v.name].strides, y.strides, locs[v.name].shape) for v in node.inputs)
+        return sum(_move(b, locs[v.name].strides, y.strides, locs[v.name].shape)
+                   for v, placed in zip(node.inputs, in_place(node, locs)) if not placed)
     if node.op == "Transpose":
         return _move(b, tuple(x.strides[p] for p in node.attrs["perm"]), y.strides, y.shape)
     dense = tuple(math.prod(x.shape[i + 1:]) for i in range(len(x.shape)))

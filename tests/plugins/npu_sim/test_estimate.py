@@ -16,6 +16,7 @@ QAdd 1×64×28×28                             1.10
 MaxPool 3×3 stride 2, 64×28×28              1.00
 global QAveragePool 7×7, 256 channels       1.00
 two convs and their Concat, 14×14            1.17
+two fire modules, Concats stored in place   1.19
 SqueezeNet's quantised NPU region           1.00
 =========================================  =====
 
@@ -43,6 +44,7 @@ from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.estimate import region_cycles
 from tests.plugins.npu_sim.test_compiler_conv import qconv_graph
 from tests.plugins.npu_sim.test_compiler_vector import _add_multipliers
+from tests.plugins.npu_sim.test_concat_in_place import _fire_net
 
 TOLERANCE = 0.30
 
@@ -109,6 +111,7 @@ LAYERS = {
     "maxpool": _maxpool,
     "global_average_pool": _global_pool,
     "concat": _concat,
+    "fire_concat_in_place": _fire_net,
 }
 
 

@@ -3,7 +3,8 @@
 Every tensor lives in DRAM as a :class:`Loc`: a C-contiguous block whose physical
 axis order is a permutation of its logical axes (graph inputs and outputs are
 row-major, convolution results NHWC, which the DMA and the matrix unit read
-naturally). Consumers address any tensor through its byte strides, so a change of
+naturally), or a box of such a block (a Concat's input placed in its output).
+Producers and consumers address any tensor through its byte strides, so a change of
 layout costs nothing but strides.
 
 The SRAM buffers ``inp``, ``wgt`` and ``out`` are split into ``slots`` equal
@@ -41,17 +42,42 @@ _ALIGN = 64
 
 @dataclass(frozen=True)
 class Loc:
-    """A tensor in DRAM: logical ``shape``, stored C-contiguously in axis order ``perm``."""
+    """A tensor in DRAM: logical ``shape`` at ``addr``, its element strides those of a block of
+    logical shape ``frame`` stored C-contiguously in axis order ``perm``.
+
+    A tensor that owns its block has ``frame`` equal to ``shape`` and ``origin`` all zeros
+    (the defaults). A view (see :meth:`view`) is a box of a larger block, such as one input's
+    slice of a Concat's output: ``origin`` is where its first element sits in the frame, and
+    ``addr`` that element's address, so every emitter addresses it like any other tensor.
+    """
 
     addr: int
     shape: tuple[int, ...]
     perm: tuple[int, ...]
     itemsize: int = 1
+    frame: tuple[int, ...] | None = None
+    origin: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        # A box that is its whole frame is an ordinary tensor: one spelling, so equal Locs mean equal memory.
+        if self.frame == self.shape and not any(self.origin or ()):
+            object.__setattr__(self, "frame", None)
+            object.__setattr__(self, "origin", None)
+
+    @property
+    def frame_shape(self) -> tuple[int, ...]:
+        """The logical shape of the block the tensor lies in."""
+        return self.shape if self.frame is None else self.frame
+
+    @property
+    def start(self) -> tuple[int, ...]:
+        """The tensor's first element, as an index into its frame."""
+        return (0,) * len(self.shape) if self.origin is None else self.origin
 
     @property
     def physical_shape(self) -> tuple[int, ...]:
-        """The shape as stored: ``shape`` permuted by ``perm``."""
-        return tuple(self.shape[p] for p in self.perm)
+        """The block as stored: the frame's shape permuted by ``perm``."""
+        return tuple(self.frame_shape[p] for p in self.perm)
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -60,13 +86,30 @@ class Loc:
         step = self.itemsize
         for axis in reversed(self.perm):
             strides[axis] = step
-            step *= self.shape[axis]
+            step *= self.frame_shape[axis]
         return tuple(strides)
+
+    @property
+    def base(self) -> int:
+        """Address of the block's first element (``addr`` unless this is a view)."""
+        return self.addr - sum(i * st for i, st in zip(self.start, self.strides))
 
     @property
     def nbytes(self) -> int:
         """Bytes the tensor occupies."""
         return math.prod(self.shape) * self.itemsize
+
+    def view(self, axis: int, offset: int, size: int) -> Loc:
+        """The ``size`` elements from ``offset`` along ``axis``, as a view into this tensor's block."""
+        shape = self.shape[:axis] + (size,) + self.shape[axis + 1:]
+        origin = tuple(o + (offset if a == axis else 0) for a, o in enumerate(self.start))
+        return Loc(self.addr + offset * self.strides[axis], shape, self.perm, self.itemsize, self.frame_shape,
+                   origin)
+
+    def extract(self, block: np.ndarray) -> np.ndarray:
+        """The tensor, in logical axis order, out of ``block``: its frame as stored (``physical_shape``)."""
+        logical = np.transpose(block, np.argsort(self.perm))
+        return np.ascontiguousarray(logical[tuple(slice(o, o + d) for o, d in zip(self.start, self.shape))])
 
 
 def row_major(rank: int) -> tuple[int, ...]:

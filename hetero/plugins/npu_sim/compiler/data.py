@@ -3,7 +3,8 @@
 Each is a copy between two strided views of DRAM with the same box shape: load
 the box through the source's strides, pass it through the vector unit into an
 ``out`` slot, store it through the destination's strides. Concat copies each
-input into its slice of the output; Transpose reads the source with permuted
+input into its slice of the output, except the inputs whose producers already wrote
+them there (see :func:`~hetero.plugins.npu_sim.compiler.concat_views`); Transpose reads the source with permuted
 strides; Reshape and Flatten read the source in logical row-major order and write
 the output row-major (so its new shape needs no further layout).
 """
@@ -11,9 +12,10 @@ the output row-major (so its new shape needs no further layout).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from hetero.core.ir.graph import Node
-from hetero.plugins.npu_sim.compiler.builder import ProgramBuilder, box_tiles
+from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder, box_tiles
 from hetero.plugins.npu_sim.isa import Buf, Copy
 
 
@@ -22,9 +24,10 @@ def emit_data(b: ProgramBuilder, node: Node) -> None:
     x, y = b.loc(node.inputs[0]), b.locs[node.output.name]
     if node.op == "Concat":
         axis, offset = node.attrs["axis"], 0
-        for value in node.inputs:
+        for value, placed in zip(node.inputs, in_place(node, b.locs)):
             src = b.loc(value)
-            move(b, src.addr, src.strides, y.addr + offset * y.strides[axis], y.strides, src.shape)
+            if not placed:
+                move(b, src.addr, src.strides, y.addr + offset * y.strides[axis], y.strides, src.shape)
             offset += src.shape[axis]
     elif node.op == "Transpose":
         perm = node.attrs["perm"]
@@ -32,6 +35,17 @@ def emit_data(b: ProgramBuilder, node: Node) -> None:
     else:
         row_major = tuple(math.prod(x.shape[i + 1:]) for i in range(len(x.shape)))
         move(b, x.addr, x.strides, y.addr, row_major, x.shape)
+
+
+def in_place(node: Node, locs: Mapping[str, Loc]) -> list[bool]:
+    """For each input of the Concat ``node``: whether it already lies in its slice of the output
+    (its Loc is that view of the output's), so there is nothing to copy."""
+    y, axis, offset = locs[node.output.name], node.attrs["axis"], 0
+    placed = []
+    for value in node.inputs:
+        placed.append(locs.get(value.name) == y.view(axis, offset, value.shape[axis]))
+        offset += value.shape[axis]
+    return placed
 
 
 def move(b: ProgramBuilder, src: int, src_strides: tuple[int, ...], dst: int, dst_strides: tuple[int, ...],
