@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.ir.ops.fixed_point import quantize_multiplier
+
 from hetero.plugins.npu_sim.isa import (
     Buf,
     DType,
@@ -70,3 +73,27 @@ def matmul_inputs(tiles: int, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"x": rng.integers(-128, 128, (tiles * ROWS, K), dtype=np.int8),
             "w": rng.integers(-128, 128, (K, N), dtype=np.int8)}
+
+
+def int8_net(channels: int, size: int, features: int, seed: int) -> Graph:
+    """QConv (3×3, ``channels`` → 2·``channels``) → MaxPool → Flatten → QMatMul (→ 10):
+    every kind of code the compiler emits, on a ``size``×``size`` int8 image."""
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("net")
+    x = b.input("x", (1, channels, size, size), "int8")
+    m, s = quantize_multiplier(1 / (150 * channels))
+    h = b.QConv(x, rng.integers(-127, 128, (2 * channels, channels, 3, 3)).astype(np.int8), None,
+                pads=(1,) * 4, x_zero=3, multiplier=(m,), shift=(s,), y_zero=-128, y_min=-128, name="conv")
+    h = b.MaxPool(h, kernel_shape=(2, 2), strides=(2, 2), name="pool")
+    h = b.Flatten(h, axis=1, name="flat")
+    m, s = quantize_multiplier(1 / (150 * features))
+    y = b.QMatMul(h, rng.integers(-127, 128, (2 * channels * (size // 2) ** 2, 10)).astype(np.int8), None,
+                  a_zero=-128, multiplier=(m,), shift=(s,), y_zero=0, name="fc")
+    b.output(y)
+    return b.build()
+
+
+def int8_inputs(graph: Graph) -> dict[str, np.ndarray]:
+    """Seeded random int8 data for every input of ``graph``."""
+    rng = np.random.default_rng(0)
+    return {v.name: rng.integers(-128, 128, v.shape).astype(np.int8) for v in graph.inputs}

@@ -4,39 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plugins.npu_sim.npu_programs import int8_inputs, int8_net
 
 import hetero
 from hetero.core.ir.builder import GraphBuilder
-from hetero.core.ir.graph import Graph
-from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.core.plugin.backend import validate_backend
 from hetero.core.plugin.manager import get_backend
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.config import NpuConfig
 from tests.plugins.npu_sim.test_compiler_conv import qconv_graph
-
-
-def _small_net() -> Graph:
-    """QConv → MaxPool → Flatten → QMatMul: every kind of code the compiler emits."""
-    rng = np.random.default_rng(7)
-    b = GraphBuilder("net")
-    x = b.input("x", (1, 3, 8, 8), "int8")
-    m, s = quantize_multiplier(1 / (150 * 5))
-    h = b.QConv(x, rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8), None, pads=(1,) * 4, x_zero=3,
-                multiplier=(m,), shift=(s,), y_zero=-128, y_min=-128, name="conv")
-    h = b.MaxPool(h, kernel_shape=(2, 2), strides=(2, 2), name="pool")
-    h = b.Flatten(h, axis=1, name="flat")
-    m, s = quantize_multiplier(1 / (150 * 11))
-    y = b.QMatMul(h, rng.integers(-127, 128, (128, 10)).astype(np.int8), None, a_zero=-128, multiplier=(m,),
-                  shift=(s,), y_zero=0, name="fc")
-    b.output(y)
-    return b.build()
-
-
-def _inputs(graph: Graph) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {v.name: rng.integers(-128, 128, v.shape).astype(np.int8) for v in graph.inputs}
 
 
 def test_found_through_its_entry_point_with_sound_declarations() -> None:
@@ -72,9 +49,9 @@ def test_unsupported_op_and_overflowing_qadd_are_declined_with_reasons() -> None
 
 
 def test_compile_run_is_exact_and_keeps_stats() -> None:
-    graph = _small_net()
+    graph = int8_net(3, 8, 11, seed=7)
     part = NpuSimBackend().compile(graph, {"npu_preset": "tiny-64k"})
-    inputs = _inputs(graph)
+    inputs = int8_inputs(graph)
     got = part.run(inputs)
     want = hetero.run_reference(graph, inputs)
     assert np.array_equal(got["fc"], want["fc"])
@@ -82,9 +59,9 @@ def test_compile_run_is_exact_and_keeps_stats() -> None:
 
 
 def test_run_intermediates_gives_every_node_output_in_graph_layout() -> None:
-    graph = _small_net()
+    graph = int8_net(3, 8, 11, seed=7)
     part = NpuSimBackend().compile(graph, {})
-    inputs = _inputs(graph)
+    inputs = int8_inputs(graph)
     got = part.run_intermediates(inputs)
     want = hetero.run_reference(graph, inputs, keep=True)
     for node in graph.nodes:
@@ -92,13 +69,13 @@ def test_run_intermediates_gives_every_node_output_in_graph_layout() -> None:
 
 
 def test_artifact_round_trips_and_is_deterministic() -> None:
-    graph = _small_net()
+    graph = int8_net(3, 8, 11, seed=7)
     backend = NpuSimBackend()
     first = backend.compile(graph, {"npu_preset": "tiny-64k"})
     assert first.artifact == backend.compile(graph, {"npu_preset": "tiny-64k"}).artifact
     loaded = backend.load_artifact(first.artifact)
     assert isinstance(loaded, NpuPart) and loaded.config == first.config
-    inputs = _inputs(graph)
+    inputs = int8_inputs(graph)
     assert np.array_equal(loaded.run(inputs)["fc"], first.run(inputs)["fc"])
     assert loaded.artifact == first.artifact
 
@@ -111,9 +88,9 @@ def test_layer_too_large_for_the_weight_buffer_raises_plugin_error_naming_node_a
 
 
 def test_hetero_compile_with_npu_sim_target_is_exact() -> None:
-    graph = _small_net()
+    graph = int8_net(3, 8, 11, seed=7)
     exe = hetero.compile(graph, targets=["npu_sim", "llvm_cpu"], passes=[])
-    inputs = _inputs(graph)
+    inputs = int8_inputs(graph)
     got = exe.run(inputs)
     want = hetero.run_reference(graph, inputs)
     assert np.array_equal(got["fc"] if isinstance(got, dict) else got[0], want["fc"])

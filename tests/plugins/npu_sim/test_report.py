@@ -6,13 +6,11 @@ import time
 from html.parser import HTMLParser
 from typing import ClassVar
 
-import numpy as np
 import pytest
+from plugins.npu_sim.npu_programs import int8_inputs, int8_net
 
 import hetero
-from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.graph import Graph
-from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.errors import HeteroError, PluginError
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.cycles import TimelineEntry
@@ -22,33 +20,11 @@ from hetero.plugins.npu_sim.timeline import merge_entries
 TINY = {"npu_preset": "tiny-64k"}
 
 
-def _net() -> Graph:
-    """QConv → MaxPool → Flatten → QMatMul, big enough for the tiny preset to tile it."""
-    rng = np.random.default_rng(3)
-    b = GraphBuilder("net")
-    x = b.input("x", (1, 8, 16, 16), "int8")
-    m, s = quantize_multiplier(1 / (150 * 8))
-    h = b.QConv(x, rng.integers(-127, 128, (16, 8, 3, 3)).astype(np.int8), None, pads=(1,) * 4, x_zero=3,
-                multiplier=(m,), shift=(s,), y_zero=-128, y_min=-128, name="conv")
-    h = b.MaxPool(h, kernel_shape=(2, 2), strides=(2, 2), name="pool")
-    h = b.Flatten(h, axis=1, name="flat")
-    m, s = quantize_multiplier(1 / (150 * 30))
-    y = b.QMatMul(h, rng.integers(-127, 128, (1024, 10)).astype(np.int8), None, a_zero=-128, multiplier=(m,),
-                  shift=(s,), y_zero=0, name="fc")
-    b.output(y)
-    return b.build()
-
-
-def _inputs(graph: Graph) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {v.name: rng.integers(-128, 128, v.shape).astype(np.int8) for v in graph.inputs}
-
-
 @pytest.fixture(scope="module")
 def timed() -> tuple[Graph, NpuPart]:
-    graph = _net()
+    graph = int8_net(8, 16, 30, seed=3)
     part = NpuSimBackend().compile(graph, {**TINY, "npu_timeline": True})
-    part.run(_inputs(graph))
+    part.run(int8_inputs(graph))
     return graph, part
 
 
@@ -155,9 +131,9 @@ def test_merge_joins_same_engine_same_layer_only_across_small_gaps() -> None:
 
 
 def test_plain_run_records_no_timeline_and_says_how_to_get_one() -> None:
-    graph = _net()
+    graph = int8_net(8, 16, 30, seed=3)
     part = NpuSimBackend().compile(graph, TINY)
-    inputs = _inputs(graph)
+    inputs = int8_inputs(graph)
     start = time.perf_counter()
     part.run(inputs)
     plain = time.perf_counter() - start
@@ -173,16 +149,16 @@ def test_timeline_option_survives_the_artifact_and_is_checked(timed: tuple[Graph
     loaded = NpuSimBackend().load_artifact(part.artifact)
     assert loaded.record_timeline and loaded.work == part.work
     with pytest.raises(PluginError, match="npu_timeline must be True or False"):
-        NpuSimBackend().compile(_net(), {"npu_timeline": "yes"})
+        NpuSimBackend().compile(int8_net(8, 16, 30, seed=3), {"npu_timeline": "yes"})
 
 
 def test_executable_report_and_timelines_include_the_npu_region() -> None:
-    graph = _net()
+    graph = int8_net(8, 16, 30, seed=3)
     exe = hetero.compile(graph, targets=["npu_sim", "llvm_cpu"], passes=[], npu_timeline=True, **TINY)
     with pytest.raises(HeteroError, match="call run"):
         exe.timelines()
     assert "not run yet" in exe.report()
-    exe.run(_inputs(graph))
+    exe.run(int8_inputs(graph))
     npu = [p for p in exe.placements if p.backend == "npu_sim"]
     assert npu
     text = exe.report()
