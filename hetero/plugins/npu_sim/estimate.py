@@ -6,7 +6,7 @@ nothing: it follows each emitter's tiling in closed form, with the cycle model's
 instruction costs (:mod:`~hetero.plugins.npu_sim.cycles`), and operands laid out in DRAM as
 :func:`~hetero.plugins.npu_sim.compiler.lower_graph` would lay them out.
 
-- QConv and QMatMul: :func:`~hetero.plugins.npu_sim.compiler.conv.plan_cost`, the conv
+- QConv and QMatMul: :func:`~hetero.plugins.npu_sim.compiler.conv_plan.plan_cost`, the conv
   compiler's own estimate of the tiling it picks.
 - QAdd, QMul, Requantize, pooling, Concat, Reshape, Flatten, Transpose: a step's DMA
   (bytes over the DMA rate, latency, one extra cycle per DRAM run), its vector work
@@ -33,7 +33,7 @@ from hetero.core.ir.graph import Graph, Node
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler import layout
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder, row_major
-from hetero.plugins.npu_sim.compiler.conv import plan_cost, window_extent
+from hetero.plugins.npu_sim.compiler.conv_plan import plan_cost, window_extent
 from hetero.plugins.npu_sim.compiler.data import in_place
 from hetero.plugins.npu_sim.compiler.vector import pool_tiling
 from hetero.plugins.npu_sim.config import NpuConfig

@@ -9,8 +9,9 @@ in place; a Concat whose inputs all lie in place emits nothing. Tiles are sized 
 capacities, and with ``double_buffer`` the SRAM buffers are split in two so the
 DMA overlaps compute (see :mod:`~hetero.plugins.npu_sim.compiler.builder`).
 
-Modules: ``builder`` (DRAM, segments, the step protocol), ``conv`` (QConv and
-QMatMul as implicit GEMM), ``vector`` (QAdd, QMul, Requantize, pooling), ``data``
+Modules: ``builder`` (DRAM, segments, the step protocol), ``conv_plan`` (the shape,
+rewrites, tiling and cost of a QConv or QMatMul), ``conv`` (their implicit-GEMM
+emission), ``vector`` (QAdd, QMul, Requantize, pooling), ``data``
 (Concat, Reshape, Flatten, Transpose).
 
 Example::

@@ -26,7 +26,7 @@ import numpy as np
 from hetero.core.ir.graph import Node
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler.builder import ProgramBuilder, box_tiles
-from hetero.plugins.npu_sim.compiler.conv import (
+from hetero.plugins.npu_sim.compiler.conv_plan import (
     chunks,
     halvings,
     window_extent,
