@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,3 +74,23 @@ def run_node(
     model = node_model(op_type, inputs, n_outputs, opset, constant_inputs, **attrs)
     feeds = {k: v for k, v in inputs.items() if v is not None and k not in constant_inputs}
     return run_model(model, feeds)
+
+
+def quantize_with_onnxruntime(float_path: str | Path, qdq_path: str | Path,
+                              samples: Iterable[Mapping[str, np.ndarray]]) -> None:
+    """Write onnxruntime's static int8 quantisation of ``float_path`` to ``qdq_path``.
+
+    QDQ format, per-channel QInt8 weights, QInt8 activations: what hetero's quantiser
+    writes too, calibrated (min-max) on ``samples``.
+    """
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter(list(samples))
+
+        def get_next(self) -> Mapping[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    quantize_static(str(float_path), str(qdq_path), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)

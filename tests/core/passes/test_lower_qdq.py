@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import quantize_with_onnxruntime
 
 import hetero
 from hetero.core.ir import Graph, GraphBuilder, Value
@@ -295,27 +296,11 @@ def write_float_model(path: Path) -> None:
 
 def test_a_model_quantised_by_onnxruntime_runs_on_int8_ops(tmp_path: Path) -> None:
     import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Samples(CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(1)
-            self.feeds = iter([{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
-                               for _ in range(8)])
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.feeds, None)
-
     float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     write_float_model(float_path)
-    quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QInt8,
-                    weight_type=QuantType.QInt8)
+    rng = np.random.default_rng(1)
+    quantize_with_onnxruntime(float_path, qdq_path,
+                              [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(8)])
     lowered = lower_qdq(hetero.load_onnx(str(qdq_path)))
     hist = lowered.op_histogram()
     assert (hist["QConv"], hist["QAdd"], hist["QMatMul"], hist["MaxPool"]) == (2, 1, 1, 1)

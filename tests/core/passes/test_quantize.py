@@ -19,6 +19,7 @@ from hetero.core.quant import Calibration, calibrate
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import QuantizationError
 from models import light_model_path
+from oracle import quantize_with_onnxruntime
 
 #: The float graph, its calibration and its quantised copy.
 Small = tuple[Graph, Calibration, Graph]
@@ -234,23 +235,10 @@ def _float_onnx_model() -> onnx.ModelProto:
 
 @pytest.fixture(scope="module")
 def ort_quantised(tmp_path_factory: pytest.TempPathFactory) -> Models:
-    from onnxruntime.quantization import (
-        CalibrationDataReader, QuantFormat, QuantType, quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.samples = iter(_samples((1, 3, 8, 8), 4, seed=1))
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.samples, None)
-
     folder = tmp_path_factory.mktemp("ortq")
     float_model = _float_onnx_model()
     onnx.save(float_model, folder / "float.onnx")
-    quantize_static(str(folder / "float.onnx"), str(folder / "qdq.onnx"), Reader(),
-                    quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    quantize_with_onnxruntime(folder / "float.onnx", folder / "qdq.onnx", _samples((1, 3, 8, 8), 4, seed=1))
     return float_model, onnx.load(folder / "qdq.onnx")
 
 

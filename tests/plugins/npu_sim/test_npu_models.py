@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import quantize_with_onnxruntime
 
 import hetero
 from hetero.core.frontend.light import resolve_model
@@ -174,24 +175,9 @@ def test_a_qdq_model_from_onnxruntime_runs_its_convolutions_on_the_npu(tmp_path:
     output is within two output steps of onnxruntime's (each integer op may round one
     step differently from onnxruntime's float-emulated QDQ, and the errors compound)."""
     import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Samples(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.feeds = iter(_random_inputs_of((1, 3, 8, 8), 8, seed=1))
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.feeds, None)
-
     float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     write_float_model(float_path)
-    quantize_static(str(float_path), str(qdq_path), Samples(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    quantize_with_onnxruntime(float_path, qdq_path, _random_inputs_of((1, 3, 8, 8), 8, seed=1))
     exe = hetero.compile(str(qdq_path), targets=["npu_sim", "llvm_cpu"])
     coverage = exe.partition["coverage"]
     assert coverage["QConv"]["placed"] == {"npu_sim": 2}
