@@ -178,12 +178,12 @@ def _quantize_options(args: argparse.Namespace, graph: object) -> dict[str, obje
 def _prepared(args: argparse.Namespace, graph: object, backends: list) -> object:
     """``graph`` quantised as asked and lowered for the integer backends among ``backends``,
     as ``hetero.compile`` does before it partitions."""
-    from hetero.core.quant.flow import lower_for_backends, quantize_model
+    from hetero.core.compiler import FALLBACK
+    from hetero.core.quant.flow import prepare_for_targets
 
     options = _quantize_options(args, graph)
-    if options:
-        graph = quantize_model(graph, options["quantize"], options["calibration_method"])  # type: ignore[arg-type]
-    return lower_for_backends(graph, [b for b in backends if b.name != "llvm_cpu"])  # type: ignore[arg-type]
+    return prepare_for_targets(graph, backends, FALLBACK, options.get("quantize"),  # type: ignore[arg-type]
+                               options.get("calibration_method", "minmax"))  # type: ignore[arg-type]
 
 
 def _placement(args: argparse.Namespace) -> dict[str, object]:

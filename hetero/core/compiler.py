@@ -31,7 +31,7 @@ from hetero.core.passes.pipeline import optimize
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import get_backend
 from hetero.core.quant.calibrate import Calibration
-from hetero.core.quant.flow import lower_for_backends, quantize_model
+from hetero.core.quant.flow import prepare_for_targets
 from hetero.core.runtime.cache import CompileCache, open_cache
 from hetero.core.runtime.executable import (
     CompileFallback,
@@ -96,13 +96,11 @@ def compile_model(
     """
     graph = model if isinstance(model, Graph) else load_onnx(model, input_shapes)
     graph = optimize(graph, passes)
-    if quantize is not None:
-        graph = quantize_model(graph, quantize, calibration_method)
     names = [targets] if isinstance(targets, str) else list(targets)
     if FALLBACK not in names:
         names.append(FALLBACK)
     backends = {name: get_backend(name) for name in names}
-    graph = lower_for_backends(graph, [b for n, b in backends.items() if n != FALLBACK])
+    graph = prepare_for_targets(graph, list(backends.values()), FALLBACK, quantize, calibration_method)
     partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
     if strict:
         _refuse_fallbacks(partition, overrides or {})

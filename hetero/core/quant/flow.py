@@ -1,7 +1,8 @@
 """Quantisation in the compile flow: calibrate and quantise, then lower for integer backends.
 
 Two steps, each Graph → Graph, that :func:`hetero.compile` runs after the graph
-passes and before partitioning:
+passes and before partitioning (:func:`prepare_for_targets`, which the command line's
+``partition`` and ``compare`` use too):
 
 - :func:`quantize_model` (only when the user asks, ``quantize=``): calibrate on
   sample inputs (or take a :class:`~hetero.core.quant.calibrate.Calibration`
@@ -58,3 +59,17 @@ def lower_for_backends(graph: Graph, backends: Sequence[Backend]) -> Graph:
     if not takers or not any(n.op == "DequantizeLinear" for n in graph.nodes):
         return graph
     return lower_qdq_where(graph, lambda node: any(b.supports(node).ok for b in takers))
+
+
+def prepare_for_targets(
+    graph: Graph,
+    backends: Sequence[Backend],
+    fallback: str,
+    quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
+    method: str = "minmax",
+) -> Graph:
+    """``graph`` quantised when ``quantize`` is given, then lowered for the integer backends
+    among ``backends`` (the fallback, which runs the float QDQ, does not count)."""
+    if quantize is not None:
+        graph = quantize_model(graph, quantize, method)
+    return lower_for_backends(graph, [b for b in backends if b.name != fallback])
