@@ -17,6 +17,7 @@ from pathlib import Path
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 from typing import Any
 
 import numpy as np
@@ -204,3 +205,21 @@ def run_hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProces
     environ.update(env)
     return subprocess.run([sys.executable, "-m", "hetero.cli", *args],
                           capture_output=True, text=True, env=environ, timeout=120, check=False)
+
+
+def run_conformance(folder: Path, backend: str) -> tuple[dict[str, Any], ET.Element]:
+    """``hetero conformance BACKEND`` in a fresh process; its JSON report and JUnit suite.
+
+    Fails the calling test, with the end of the output, unless the run exits 0 and
+    prints the matrix, and unless JUnit counts no failure or error.
+    """
+    report, junit = folder / "matrix.json", folder / "junit.xml"
+    done = run_hetero(folder, "conformance", backend, "--json", str(report), "--junit", str(junit))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "hetero conformance matrix" in done.stdout
+    data = json.loads(report.read_text())
+    assert data["backend"] == backend
+    suites = ET.parse(junit).getroot()
+    suite = suites if suites.tag == "testsuite" else suites[0]
+    assert int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+    return data, suite
