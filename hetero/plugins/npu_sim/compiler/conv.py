@@ -43,6 +43,7 @@ from hetero.plugins.npu_sim.compiler.conv_plan import (
     matmul_views,
     packs_taps,
     subsampled,
+    tap_copy_rows,
     tap_packing,
     tap_width,
     window_span,
@@ -98,9 +99,8 @@ def _tap_packed(b: ProgramBuilder, s: ConvShape, x: Loc | View, weights: np.ndar
     left, width = s.pads[1], tap_width(s)
     addr = b.alloc(s.n * s.channels * s.height * width)
     xs = x.strides
-    rows_per_tile = min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * width)
     for n in range(s.n):
-        for y0, count in chunks(s.height, rows_per_tile):
+        for y0, count in chunks(s.height, tap_copy_rows(b, s)):
             slot = b.begin_step()
             inp_base = b.slot_base("inp", slot)
             b.load(Buf.INP, inp_base, x.addr + n * xs[0] + y0 * xs[2], (s.channels, count, s.width),

@@ -322,10 +322,16 @@ def tap_packing(s: ConvShape, addr: int) -> tuple[ConvShape, View]:
     return packed, view
 
 
+def tap_copy_rows(b: ProgramBuilder, s: ConvShape) -> int:
+    """Input rows per step of the copy into :func:`tap_packing`'s scratch image: as many
+    padded rows of every channel as one ``inp`` slot and one ``out`` slot both hold."""
+    return min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * tap_width(s))
+
+
 def _tap_copy_cycles(b: ProgramBuilder, s: ConvShape, xs: tuple[int, ...]) -> int:
     """Cycles of the copy of the input into :func:`tap_packing`'s scratch image, up to its DRAM barrier."""
     cfg, width = b.config, tap_width(s)
-    count = min(s.height, min(b.slot_size("inp"), b.slot_size("out")) // (s.channels * width))
+    count = min(s.height, tap_copy_rows(b, s))
     steps = s.n * -(-s.height // count)
     nbytes = s.channels * count * width
     load = _dma(cfg, nbytes, dma_runs((s.channels, count, s.width), (xs[1], xs[2], xs[3]), 1))
@@ -338,9 +344,8 @@ def packs_taps(b: ProgramBuilder, s: ConvShape) -> bool:
     """Whether tap packing (:func:`tap_packing`) applies and pays: few channels, a wide kernel, a
     row that fits a slot."""
     kw, rows = s.kernel[1], b.config.array_rows
-    width = tap_width(s)
     return (s.group == 1 and kw > 1 and 2 * s.cin <= rows and s.cin * kw <= rows
-            and s.channels * width <= min(b.slot_size("inp"), b.slot_size("out")))
+            and tap_copy_rows(b, s) >= 1)
 
 
 def plan_cost(node: Node, config: NpuConfig, x: Loc, y: Loc, *, double_buffer: bool = True) -> int:
