@@ -64,7 +64,9 @@ def fit_memory(
         changes = _relief(assignment, plans, backends)
         if not changes:
             # Either everything fits, or nothing can move: the check names what overflows.
-            return assignment, regions, plan_partition_memory(graph, regions, backends)
+            for space, plan in plans.items():
+                plan.check(backends[space].memory.outermost)
+            return assignment, regions, plans
         assignment, regions = regroup(assignment.reassign(changes))
 
 
