@@ -83,15 +83,25 @@ def problems(graph: Graph) -> list[str]:
 
 
 def _group_problems(graph: Graph) -> list[str]:
-    """A fused group is a chain: each member after the first reads the previous one's
-    output, which nothing else reads and which is not a graph output."""
+    """A fused group is a chain of consecutive nodes: each member after the first reads
+    the previous one's output, which nothing else reads and which is not a graph output.
+    Being consecutive in topological order, the group finds every operand it reads from
+    outside ready when its first member starts, so one kernel can compute it all."""
     found: list[str] = []
     members: dict[str, list] = {}
-    for node in graph.nodes:
+    position: dict[str, list[int]] = {}
+    for i, node in enumerate(graph.nodes):
         if node.group is not None:
             members.setdefault(node.group, []).append(node)
+            position.setdefault(node.group, []).append(i)
     outputs = {id(v) for v in graph.outputs}
     for name, chain in members.items():
+        first, last = position[name][0], position[name][-1]
+        if last - first + 1 != len(chain):
+            stray = next(n for n in graph.nodes[first:last] if n.group != name)
+            found.append(f"group {name}: its members are not consecutive (node {stray.name} "
+                         f"({stray.op}) runs between them), so the group's kernel would run "
+                         f"before or after an operand it reads")
         for prev, node in zip(chain, chain[1:]):
             link = prev.outputs[0] if len(prev.outputs) == 1 else None
             if link is None or link not in node.inputs:

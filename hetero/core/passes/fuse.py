@@ -7,7 +7,13 @@ each of which reads the previous member's output at the same shape; every value
 produced inside a group except its last one has that next member as its only user
 and is not a graph output. A backend lowers a group to one kernel, so the epilogue
 is applied as the anchor's result is stored and never round-trips through memory.
-Groups are annotations only: the graph's meaning is unchanged.
+
+A group's members are consecutive nodes, placed where its last member was: an
+epilogue's other operand (a residual, a mask) may be produced after the anchor in the
+original order, and every such operand is ready by the last member's position, which
+is where the group's one kernel runs. Moving the earlier members down to it keeps
+the order topological, since nothing outside the group reads their outputs. Groups
+are annotations and that reordering only: the graph's meaning is unchanged.
 
 >>> fused = fuse_epilogues(graph)  # doctest: +SKIP
 >>> groups(fused)                   # {"conv1": [conv1, add1, relu1], ...}  # doctest: +SKIP
@@ -62,7 +68,20 @@ def fuse_epilogues(graph: Graph, log: FusionLog | None = None) -> Graph:
                 node.group = anchor.name
             if log is not None:
                 log.fused.append((anchor.name, ", ".join(n.name for n in chain[1:])))
+    g.nodes = _gathered(g.nodes)
     return g
+
+
+def _gathered(nodes: list[Node]) -> list[Node]:
+    """``nodes`` with each group's members moved together to its last member's place."""
+    members = groups_of(nodes)
+    order: list[Node] = []
+    for node in nodes:
+        if node.group is None:
+            order.append(node)
+        elif members[node.group][-1] is node:
+            order.extend(members[node.group])
+    return order
 
 
 def _why_not_extend(tail: Node, outputs: set[int]) -> str | None:
@@ -88,8 +107,13 @@ def _why_not_extend(tail: Node, outputs: set[int]) -> str | None:
 
 def groups(graph: Graph) -> dict[str, list[Node]]:
     """The fused groups of ``graph`` by name, each in topological order."""
+    return groups_of(graph.nodes)
+
+
+def groups_of(nodes: list[Node]) -> dict[str, list[Node]]:
+    """The fused groups among ``nodes`` by name, each member list in the given order."""
     found: dict[str, list[Node]] = {}
-    for node in graph.nodes:
+    for node in nodes:
         if node.group is not None:
             found.setdefault(node.group, []).append(node)
     return found

@@ -25,8 +25,8 @@ from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
-from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.core.passes.fuse import fuse_epilogues, groups
+from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
+from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
@@ -167,15 +167,10 @@ class LlvmCpuBackend(Backend):
         dump = Path(options["dump_dir"]) if options.get("dump_dir") else None
         graph = fuse_epilogues(ungroup_convs(subgraph))
         steps: list[Step] = []
-        done: set[int] = set()
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
-        fused = groups(graph)
-        for node in graph.nodes:
-            if id(node) in done:
-                continue
-            members = fused[node.group] if node.group is not None else [node]
-            done.update(id(n) for n in members)
+        for step in schedule_steps(graph):
+            members, node = list(step), step[0]
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))

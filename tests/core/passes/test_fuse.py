@@ -43,3 +43,29 @@ def test_verifier_rejects_a_broken_group() -> None:
     fused = fuse_epilogues(conv_block())
     fused.node("residual").group = None
     assert any("does not read the previous member" in p for p in problems(fused))
+
+
+def side_branch_after_anchor():
+    """MatMul(x, W) -> mm; Relu(y) -> r; Add(mm, r): the Add's operand r comes after mm."""
+    b = GraphBuilder("side")
+    x, y = b.input("x", (4, 8)), b.input("y", (4, 6))
+    mm = b.MatMul(x, np.ones((8, 6), np.float32), name="mm")
+    r = b.Relu(y, name="r")
+    b.output(b.Add(mm, r, name="add"))
+    return b.build()
+
+
+def test_a_group_is_gathered_where_its_last_operand_is_ready() -> None:
+    g = side_branch_after_anchor()
+    assert [n.name for n in g.nodes] == ["mm", "r", "add"]
+    fused = fuse_epilogues(g)
+    assert {k: [n.name for n in v] for k, v in groups(fused).items()} == {"mm": ["mm", "add"]}
+    assert [n.name for n in fused.nodes] == ["r", "mm", "add"]
+    assert problems(fused) == []
+
+
+def test_verifier_rejects_a_group_split_by_another_node() -> None:
+    fused = fuse_epilogues(side_branch_after_anchor())
+    mm, r, add = (fused.node(n) for n in ("mm", "r", "add"))
+    fused.nodes = [mm, r, add]  # still topological, but r runs inside the group
+    assert any("group mm: its members are not consecutive (node r (Relu)" in p for p in problems(fused))
