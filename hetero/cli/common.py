@@ -1,0 +1,158 @@
+"""What the model-taking subcommands share: their arguments, and one way to read a model.
+
+Every command that takes a model (``inspect``, ``compile``, ``run``, ``partition``,
+``compare``) gets its model arguments from :func:`add_model_arguments` and reads the
+model through :func:`load_graph` (import, random weights, passes) and
+:func:`prepare_graph` (quantisation and lowering for the targets, as
+``hetero.compile`` does). So the nodes every command shows carry the same names, and a
+node name read from one command's output works in another's ``--override``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hetero.errors import HeteroError
+
+
+class UsageError(HeteroError):
+    """A malformed command-line argument."""
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and the options that say how to read it, for every model-taking command."""
+    parser.add_argument("model", help="an .onnx file, or light:NAME for a model onnx ships "
+                        "(light:resnet50, light:squeezenet, ...)")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
+                        help="fix a dynamic input shape, e.g. input=1,3,224,224")
+    parser.add_argument("--max-elements", type=int, default=None,
+                        help="element budget of any one tensor (default 2**30)")
+
+
+def add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") -> None:
+    """--targets, --policy and --override."""
+    parser.add_argument("--targets", default="llvm_cpu",
+                        help=f"comma-separated backends in priority order; llvm_cpu is the fallback{extra}")
+    parser.add_argument("--policy", choices=["priority", "cost"], default="priority",
+                        help="first target that takes a node, or least estimated time (default priority)")
+    parser.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
+                        help="pin a node (by name) or every node of an op type to a backend")
+
+
+def add_quantize_arguments(parser: argparse.ArgumentParser) -> None:
+    """--quantize and its calibration options."""
+    parser.add_argument("--quantize", action="store_true",
+                        help="post-training int8 quantisation after the graph passes (npu_sim computes int8 only)")
+    parser.add_argument("--calibrate", type=int, default=8, metavar="N",
+                        help="with --quantize: calibrate on N seeded standard-normal inputs (default 8)")
+    parser.add_argument("--calibration-data", metavar="FILE.npz",
+                        help="with --quantize: calibrate on these inputs instead (one array per input "
+                             "name, samples along the first axis)")
+    parser.add_argument("--calibration-method", choices=["minmax", "percentile"], default="minmax",
+                        help="with --quantize: how tensor ranges are taken (default minmax)")
+
+
+def quantize_options(args: argparse.Namespace, graph: Any) -> dict[str, object]:
+    """``hetero.compile``'s quantize= and calibration_method=, from the command line."""
+    import numpy as np
+
+    if not args.quantize:
+        if args.calibration_data:
+            raise UsageError("--calibration-data calibrates a quantisation: give --quantize too")
+        return {}
+    inputs = graph.inputs
+    if args.calibration_data:
+        try:
+            with np.load(args.calibration_data) as data:
+                arrays = {name: data[name] for name in data.files}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--calibration-data {args.calibration_data}: cannot read it: {exc}") from None
+        missing = [v.name for v in inputs if v.name not in arrays]
+        if missing:
+            raise UsageError(f"--calibration-data {args.calibration_data} holds no array for input(s) "
+                             f"{', '.join(missing)}; it has {', '.join(arrays) or 'none'}")
+        count = min(len(arrays[v.name]) for v in inputs)
+        samples = [{v.name: arrays[v.name][i] for v in inputs} for i in range(count)]
+    else:
+        if args.calibrate < 1:
+            raise UsageError(f"--calibrate {args.calibrate}: calibrate on at least one input")
+        # Seeds away from --seed, so the run's own input is not among the calibration samples.
+        rng = np.random.default_rng(10_000 + getattr(args, "seed", 0))
+        samples = [{v.name: rng.standard_normal(v.shape).astype(v.dtype) for v in inputs}
+                   for _ in range(args.calibrate)]
+    return {"quantize": samples, "calibration_method": args.calibration_method}
+
+
+def prepared(args: argparse.Namespace, graph: Any, backends: list) -> Any:
+    """``graph`` quantised as asked and lowered for the integer backends among ``backends``,
+    as ``hetero.compile`` does before it partitions."""
+    from hetero.core.compiler import FALLBACK
+    from hetero.core.quant.flow import prepare_for_targets
+
+    options = quantize_options(args, graph)
+    return prepare_for_targets(graph, backends, FALLBACK, options.get("quantize"),  # type: ignore[arg-type]
+                               options.get("calibration_method", "minmax"))  # type: ignore[arg-type]
+
+
+def placement(args: argparse.Namespace) -> dict[str, object]:
+    """The compile/partition keywords the placement arguments ask for."""
+    overrides = {}
+    for item in args.override:
+        key, sep, backend = item.partition("=")
+        if not sep or not key or not backend:
+            raise UsageError(f"--override {item!r}: write NODE_OR_OP=BACKEND (e.g. Conv=npu_sim)")
+        overrides[key] = backend
+    return {"policy": args.policy, "overrides": overrides}
+
+
+def load(args: argparse.Namespace, model: object = None) -> Any:
+    """Import the model named on the command line (or the given ModelProto)."""
+    import hetero
+    from hetero.core.frontend.light import resolve_model
+
+    options = {} if args.max_elements is None else {"max_elements": args.max_elements}
+    source = model if model is not None else resolve_model(args.model)
+    return hetero.load_onnx(source, parse_shapes(args.input_shape), **options)
+
+
+def parse_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
+    """--input-shape NAME=D,D,... items as load_onnx's input_shapes."""
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise UsageError(f"--input-shape {item!r}: write NAME=D,D,... (e.g. input=1,3,224,224)") from None
+    return shapes or None
+
+
+def make_inputs(graph: Any, args: argparse.Namespace) -> dict[str, object]:
+    """The --input arrays, and seeded standard-normal data for the inputs not given."""
+    import numpy as np
+
+    given = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep:
+            raise UsageError(f"--input {item!r}: write NAME=FILE.npy")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(args.seed)
+    for v in graph.inputs:
+        if v.name not in given:
+            data = rng.standard_normal(v.shape) if v.dtype.kind == "f" else rng.integers(0, 2, v.shape)
+            given[v.name] = data.astype(v.dtype)
+    return given
+
+
+def write_text(path: str, text: str, flag: str) -> None:
+    """Write ``text`` to ``path``; a UsageError naming ``flag`` when it cannot be written."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write it: {exc.strerror}") from None

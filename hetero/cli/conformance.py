@@ -1,0 +1,53 @@
+"""``hetero conformance``: the conformance suite against an installed backend."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def add_parser(subs: Any) -> None:
+    """Register ``hetero conformance`` and its arguments."""
+    conformance = subs.add_parser(
+        "conformance", help="run the conformance suite against an installed backend (needs pytest)"
+    )
+    conformance.add_argument("backend", help="the backend to check, e.g. llvm_cpu")
+    conformance.add_argument("--known-failures", metavar="FILE",
+                             help="test names expected to fail, one a line ('#' comments)")
+    conformance.add_argument("--json", metavar="FILE", help="write the op x dtype matrix as JSON")
+    conformance.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    conformance.add_argument("--max-examples", type=int, metavar="N",
+                             help="cases drawn per op and dtype (default 5)")
+    conformance.add_argument("--ops", metavar="OP,OP", help="check only these ops op by op")
+    conformance.set_defaults(func=cmd_conformance)
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    """Run the suite in this process with pytest; 0 when every check passes, else 1."""
+    try:
+        import pytest
+    except ImportError:
+        print("hetero conformance: error: pytest is not installed; "
+              "run: pip install 'hetero[test]'", file=sys.stderr)
+        return 2
+    from hetero.testing.plugin import SUITE
+
+    # -c devnull: the user's pytest configuration (addopts, filterwarnings=error...)
+    # is for their tests, not for the suite; the cache would litter the current folder.
+    # Rooted at the suite's folder, test ids read suite.py::test_op[Conv-float32].
+    # hetero is imported already, so pytest cannot rewrite its asserts (and would warn);
+    # the suite's asserts carry their own messages.
+    argv = ["-c", os.devnull, "--rootdir", str(SUITE.parent), "-p", "no:cacheprovider",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "-q", "-rfEX", "--hetero-backend", args.backend]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        argv[:0] = ["-p", "hetero.testing.plugin"]  # otherwise its entry point has loaded it
+    for option, value in (("--hetero-known-failures", args.known_failures),
+                          ("--hetero-report-json", args.json), ("--junitxml", args.junit),
+                          ("--hetero-max-examples", args.max_examples),
+                          ("--hetero-ops", args.ops)):
+        if value is not None:
+            argv += [option, str(value)]
+    return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1
