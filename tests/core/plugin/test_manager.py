@@ -240,7 +240,7 @@ def test_a_pip_installed_plugin_is_found(site, tmp_path) -> None:
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
          "--no-index", "--disable-pip-version-check", "--root-user-action=ignore",
          "--target", str(site.path), str(project)],
-        check=True, capture_output=True, timeout=120,
+        check=True, capture_output=True,
     )
     site.modules.append(module)
     plugins = site.load()
