@@ -121,11 +121,15 @@ def compile_model(
             part = _compile(backend, subgraph, options, store, where)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            if strict or backend.name == FALLBACK:
+            inside = {n.name for n in subgraph.nodes}
+            pins = sorted({str(p) for n, p in partition.assignment.pins.items() if n in inside})
+            if strict or backend.name == FALLBACK or pins:
                 raise PluginError(
                     f"backend {backend.name} failed to compile region {name} of {graph.name} "
                     f"({len(subgraph.nodes)} node(s), first {subgraph.nodes[0].name}): {error}"
-                    + ("" if backend.name == FALLBACK else f"; without strict=True it falls back to {FALLBACK}")
+                    + ("" if backend.name == FALLBACK else
+                       f"; {', '.join(pins)} pins its nodes there, so it cannot fall back" if pins else
+                       f"; without strict=True it falls back to {FALLBACK}")
                 ) from exc
             fallback = backends[FALLBACK]
             warnings.warn(f"backend {backend.name} failed to compile region {name} of "

@@ -12,7 +12,7 @@
 """
 
 from hetero.core.partition.annotate import Annotation, Composite, annotate
-from hetero.core.partition.assign import POLICIES, Assignment, Choice, assign
+from hetero.core.partition.assign import POLICIES, Assignment, Choice, Pin, assign
 from hetero.core.partition.fit import fit_memory, plan_partition_memory
 from hetero.core.partition.partition import Partition, partition_graph
 from hetero.core.partition.regions import (
@@ -26,6 +26,6 @@ from hetero.core.partition.transfers import Transfer, find_transfers
 
 __all__ = [
     "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
-    "Partition", "Region", "Transfer", "annotate", "assign", "find_transfers", "fit_memory",
+    "Partition", "Pin", "Region", "Transfer", "annotate", "assign", "find_transfers", "fit_memory",
     "merge_regions", "partition_graph", "plan_partition_memory", "quotient_graph", "return_small_regions",
 ]

@@ -16,9 +16,13 @@ Two policies:
   changes (at most :data:`MAX_SWEEPS`). Ties go to the earlier target.
 
 Overrides (node name or op type → backend) pin nodes before either policy runs; a
-node name wins over its op type. A composite accepted by backend B stays whole when
-all its nodes land on B; a node B takes only as part of a composite that did not
-land whole moves to the first backend that takes it alone.
+node name wins over its op type. A pin is never undone: the assignment keeps its
+:class:`Pin` objects, :meth:`Assignment.reassign` refuses to move a pinned node, and
+the later steps (small islands, memory fit) leave pinned nodes where they are. A pin
+that cannot hold is a :class:`~hetero.errors.PartitionError` naming the override.
+A composite accepted by backend B stays whole when all its nodes land on B; a node B
+takes only as part of a composite that did not land whole moves to the first
+backend that takes it alone.
 
 Every node not on its preferred backend (the first target) records why.
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hetero.core.ir.graph import Node
 from hetero.core.partition.annotate import Annotation, Composite
@@ -53,14 +57,30 @@ class Choice:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Pin:
+    """Node ``node`` held on ``backend`` by the override ``key`` (its name or its op type)."""
+
+    node: str
+    key: str
+    backend: str
+
+    def __str__(self) -> str:
+        return f"override {self.key!r} -> {self.backend}"
+
+
 @dataclass(frozen=True, eq=False)
 class Assignment:
-    """One :class:`Choice` per node of the annotated graph, by node name."""
+    """One :class:`Choice` per node of the annotated graph, by node name.
+
+    ``pins`` holds the nodes an override placed, by node name: no later step moves them.
+    """
 
     annotation: Annotation
     policy: str
     fallback: str
     choices: Mapping[str, Choice]
+    pins: Mapping[str, Pin] = field(default_factory=dict)
 
     def backend_of(self, node: str) -> str:
         """The backend ``node`` is assigned to."""
@@ -82,9 +102,19 @@ class Assignment:
         return kept
 
     def reassign(self, changes: Mapping[str, tuple[str, str]]) -> Assignment:
-        """A copy with each ``node -> (backend, reason)`` of ``changes`` applied."""
+        """A copy with each ``node -> (backend, reason)`` of ``changes`` applied.
+
+        Raises :class:`~hetero.errors.PartitionError` for a change that would move a
+        pinned node off its override's backend: the steps after :func:`assign` must
+        leave pins alone, so such a change is a partitioner bug.
+        """
         choices = dict(self.choices)
         for node, (backend, reason) in changes.items():
+            pin = self.pins.get(node)
+            if pin is not None and backend != pin.backend:
+                raise PartitionError(f"{pin}: node {node} would be moved to {backend} ({reason}); "
+                                     "an override is never undone, this is a partitioner bug, "
+                                     "please report it with the model")
             choices[node] = replace(choices[node], backend=backend, reason=reason)
         return replace(self, choices=choices)
 
@@ -109,7 +139,8 @@ def assign(
         raise PartitionError(f"fallback backend {fallback!r} is not among the annotated backends "
                              f"{list(annotation.names)}; pass it to annotate()")
     graph = annotation.graph
-    pinned = _pins(annotation, overrides or {})
+    pins = _pins(annotation, overrides or {})
+    pinned = {name: pin.backend for name, pin in pins.items()}
     for node in graph.nodes:
         if node.name not in pinned and not any(annotation.takes(node.name, b) for b in annotation.names):
             why = "; ".join(f"{b}: {s.reason}" for b, s in annotation.support[node.name].items())
@@ -124,21 +155,21 @@ def assign(
     for node in graph.nodes:
         backend = chosen[node.name]
         reason = ""
-        if node.name in pinned and backend != preferred:
-            reason = f"override: {_pin_key(node, overrides or {})} -> {backend}"
+        if node.name in pins and backend != preferred:
+            reason = f"override: {pins[node.name].key} -> {backend}"
         elif backend != preferred and not annotation.takes(node.name, preferred):
             reason = annotation.reason(node.name, preferred)
         elif backend != preferred:
             reason = f"cheaper on {backend} by {gains[node.name] * 1e6:.3g} µs"
         choices[node.name] = Choice(node.name, node.op, backend, preferred, reason)
-    return _split_composites(Assignment(annotation, policy, fallback, choices))
+    return _split_composites(Assignment(annotation, policy, fallback, choices, pins))
 
 
 def _pin_key(node: Node, overrides: Mapping[str, str]) -> str:
     return node.name if node.name in overrides else node.op
 
 
-def _pins(annotation: Annotation, overrides: Mapping[str, str]) -> dict[str, str]:
+def _pins(annotation: Annotation, overrides: Mapping[str, str]) -> dict[str, Pin]:
     graph = annotation.graph
     names = {n.name for n in graph.nodes}
     ops = {n.op for n in graph.nodes}
@@ -160,7 +191,7 @@ def _pins(annotation: Annotation, overrides: Mapping[str, str]) -> dict[str, str
         if not annotation.takes(node.name, backend):
             raise PartitionError(f"override {key!r} -> {backend}: {backend} refuses node {node.name} "
                                  f"({node.op}): {annotation.reason(node.name, backend)}")
-        pins[node.name] = backend
+        pins[node.name] = Pin(node.name, key, backend)
     return pins
 
 
@@ -234,6 +265,9 @@ def _split_composites(assignment: Assignment) -> Assignment:
         if name in whole or annotation.support[name][choice.backend].ok:
             continue
         # Only a composite could have given this backend the node, and none kept it whole.
+        pin = assignment.pins.get(name)
+        if pin is not None:
+            raise PartitionError(_broken_composite_pin(assignment, pin))
         alone = next((b for b in annotation.names if annotation.support[name][b].ok), None)
         if alone is None:
             raise PartitionError(
@@ -246,3 +280,17 @@ def _split_composites(assignment: Assignment) -> Assignment:
             f"on {choice.backend}")
         changes[name] = (alone, why)
     return assignment.reassign(changes)
+
+
+def _broken_composite_pin(assignment: Assignment, pin: Pin) -> str:
+    """Why ``pin`` cannot hold: its backend takes the node only inside composites that
+    did not land whole."""
+    annotation = assignment.annotation
+    around = [c for c in annotation.accepted() if c.backend == pin.backend and pin.node in c.nodes]
+    others = sorted({n for c in around for n in c.nodes
+                     if n != pin.node and assignment.backend_of(n) != pin.backend})
+    patterns = ", ".join(sorted({c.pattern for c in around}))
+    return (f"{pin}: {pin.backend} takes node {pin.node} ({assignment.choices[pin.node].op}) only "
+            f"inside composite {patterns}, which does not land whole on {pin.backend} "
+            f"(its node(s) {', '.join(others)} are placed elsewhere); override them to "
+            f"{pin.backend} too, or drop the override")

@@ -9,7 +9,8 @@ on that backend (its producer, with the rest of any composite it belongs to, mov
 to the fallback), and the partition is planned again. Each round moves at least
 one node, so the loop ends; when nothing can move (the space is the fallback's
 own, or the fallback does not take the producers) the plan's error stands, naming
-the space and its tensors.
+the space and its tensors. A node pinned by an override never moves: when pins are
+what keeps the space overfull, the error is a PartitionError naming the overrides.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from hetero.core.ir.graph import Graph
 from hetero.core.memory.hierarchy import format_bytes
 from hetero.core.memory.planner import MemoryPlan, plan_memory_spaces
-from hetero.core.partition.assign import Assignment
+from hetero.core.partition.assign import Assignment, Pin
 from hetero.core.partition.regions import Region
 from hetero.core.plugin.backend import Backend
+from hetero.errors import MemoryPlanError, PartitionError
 
 
 def plan_partition_memory(
@@ -57,25 +59,38 @@ def fit_memory(
 
     ``regroup`` turns an assignment into regions (merging, and returning islands too
     small to pay for their transfers). Raises MemoryPlanError when a space cannot be
-    made to fit.
+    made to fit, PartitionError when it could but for nodes pinned by overrides.
     """
     while True:
         plans = plan_partition_memory(graph, regions, backends, check=False)
-        changes = _relief(assignment, plans, backends)
+        changes, held = _relief(assignment, plans, backends)
         if not changes:
             # Either everything fits, or nothing can move: the check names what overflows.
-            for space, plan in plans.items():
-                plan.check(backends[space].memory.outermost)
+            try:
+                for space, plan in plans.items():
+                    plan.check(backends[space].memory.outermost)
+            except MemoryPlanError as exc:
+                if not held:
+                    raise
+                pins = ", ".join(sorted({str(p) for p in held}))
+                raise PartitionError(
+                    f"{pins}: the pinned node(s) {', '.join(sorted({p.node for p in held}))} keep "
+                    f"their tensors where memory overflows, and nothing else can move to "
+                    f"{assignment.fallback}: {exc}; drop or narrow the override(s)") from exc
             return assignment, regions, plans
         assignment, regions = regroup(assignment.reassign(changes))
 
 
 def _relief(assignment: Assignment, plans: Mapping[str, MemoryPlan],
-            backends: Mapping[str, Backend]) -> dict[str, tuple[str, str]]:
-    """For the first overfull space that can shed work, move its largest peak tensor's producer."""
+            backends: Mapping[str, Backend]) -> tuple[dict[str, tuple[str, str]], list[Pin]]:
+    """For the first overfull space that can shed work, move its largest peak tensor's producer.
+
+    With no such move, also the pins that held back a producer that could have moved.
+    """
     annotation = assignment.annotation
     fallback = assignment.fallback
     composite_of = {n: c.nodes for c in assignment.composites() for n in c.nodes}
+    held: list[Pin] = []
     for space, plan in plans.items():
         level = backends[space].memory.outermost
         if space == fallback or plan.arena_bytes <= level.capacity_bytes:
@@ -85,9 +100,13 @@ def _relief(assignment: Assignment, plans: Mapping[str, MemoryPlan],
             movers = composite_of.get(producer, (producer,))
             if not all(annotation.support[n][fallback].ok for n in movers):
                 continue
+            pinned = [assignment.pins[n] for n in movers if n in assignment.pins]
+            if pinned:
+                held += pinned
+                continue
             why = (f"returned to {fallback}: {space}'s memory {level.name!r} "
                    f"({format_bytes(level.capacity_bytes)}) cannot hold the "
                    f"{format_bytes(plan.arena_bytes)} its intermediates need; {tensor.name} "
                    f"({format_bytes(tensor.nbytes)}) was live at the peak")
-            return {n: (fallback, why) for n in movers}
-    return {}
+            return {n: (fallback, why) for n in movers}, []
+    return {}, held

@@ -15,7 +15,8 @@ order until nothing merges, then checks the result with networkx.
 
 :func:`return_small_regions` then gives back to the fallback each region that
 computes for less than ``min_ratio`` times the time it spends on its transfers in
-and out: such an island costs more to reach than it saves.
+and out: such an island costs more to reach than it saves. An island holding a node
+pinned by an override stays (see :class:`~hetero.core.partition.assign.Pin`).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def return_small_regions(
 
     A region off the fallback returns when its estimated compute time is below
     ``min_ratio`` times the estimated time of its transfers in and out (and the
-    fallback takes each of its nodes). Each returned node records why.
+    fallback takes each of its nodes). Each returned node records why. A region
+    holding a node pinned by an override stays: a cost rule never undoes a pin.
     """
     annotation = assignment.annotation
     backends: Mapping[str, Backend] = {b.name: b for b in annotation.backends}
@@ -125,6 +127,8 @@ def return_small_regions(
         if r.backend == fallback:
             continue
         if not all(annotation.support[n.name][fallback].ok for n in r.nodes):
+            continue
+        if any(n.name in assignment.pins for n in r.nodes):
             continue
         moved = sum(t.est_seconds for t in transfers if r.name in (t.src_region, t.dst_region))
         compute = estimate_seconds(backends[r.backend], extract_subgraph(graph, r.nodes, r.name))

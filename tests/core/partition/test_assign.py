@@ -114,3 +114,17 @@ def test_a_composite_that_cannot_land_whole_gives_its_nodes_back() -> None:
     split = assign(ann, overrides={"mm": "cpu"}, fallback="cpu")
     assert split.backend_of("b") == "cpu" and split.composites() == []
     assert "only inside a composite" in split.choices["b"].reason
+
+
+def test_an_override_into_a_composite_that_cannot_land_whole_is_an_error() -> None:
+    # npu takes b (Neg) only inside mm_neg; with mm pinned to the cpu the composite
+    # cannot land whole, and b's own pin cannot hold: that is an error, not a silent move.
+    npu = toy("npu", ("MatMul",))
+    npu.patterns = (Pattern("mm_neg", Op("Neg", Op("MatMul", Var("x"), ...))),)
+    cpu = toy("cpu", ("Neg", "MatMul"))
+    ann = annotate(pipeline(), [npu, cpu])
+    held = assign(ann, overrides={"b": "npu"}, fallback="cpu")
+    assert held.backend_of("b") == held.backend_of("mm") == "npu"
+    with pytest.raises(PartitionError, match="override 'b' -> npu: npu takes node b \\(Neg\\) only "
+                       "inside composite mm_neg, which does not land whole on npu \\(its node\\(s\\) mm"):
+        assign(ann, overrides={"b": "npu", "mm": "cpu"}, fallback="cpu")

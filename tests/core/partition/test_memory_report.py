@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import pytest
 from models import light_model_path
-from toyplugin import plugin_source
+from toyplugin import ToyBackend, plugin_source
 
 import hetero
 from hetero import GraphBuilder
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
-from hetero.core.memory import format_bytes, plan_memory_spaces
+from hetero.core.memory import MemoryHierarchy, MemoryLevel, format_bytes, plan_memory_spaces
 from hetero.core.partition import partition_graph
 from hetero.core.plugin import get_backend
-from hetero.errors import MemoryPlanError
+from hetero.errors import MemoryPlanError, PartitionError
 
 
 def install(site, capacity: str = "2**30", ops: tuple[str, ...] = ("Relu", "Add")) -> list:
@@ -129,3 +129,27 @@ def test_squeezenet_across_a_plugin_and_llvm_cpu_plans_within_1_1x_of_the_lower_
             for b in plan.allocations[i + 1:]:
                 live_together = a.start <= b.end and b.start <= a.end
                 assert not (live_together and a.offset < b.stop and b.offset < a.stop), (space, a, b)
+
+
+def toy_pair(capacity: int) -> list:
+    """A toy accelerator taking Relu with ``capacity`` bytes of DRAM, and a toy fallback."""
+    memory = MemoryHierarchy([MemoryLevel("DRAM", capacity, bandwidth_gbps=20.0, latency_ns=100.0)])
+    return [ToyBackend("acc", ops=("Relu",), memory=memory), ToyBackend("cpu", ops=("Relu", "Neg"))]
+
+
+def test_a_pinned_producer_stays_and_the_memory_fit_moves_another() -> None:
+    # As above relu0 would go back first (its 4 KiB and relu1's overlap on acc); pinned, it
+    # stays, and relu1 goes instead.
+    backends = toy_pair(6000)
+    free = partition_graph(chain(), backends, fallback="cpu", min_ratio=0)
+    assert free.assignment.backend_of("relu0") == "cpu"
+    part = partition_graph(chain(), backends, fallback="cpu", min_ratio=0, overrides={"relu0": "acc"})
+    assert [part.assignment.backend_of(n) for n in ("relu0", "relu1")] == ["acc", "cpu"]
+    assert part.memory["acc"].arena_bytes <= 6000
+
+
+def test_pins_that_overflow_a_memory_are_an_error_naming_the_override() -> None:
+    with pytest.raises(PartitionError, match="override 'Relu' -> acc: the pinned node\\(s\\) relu0, "
+                       "relu1 keep their tensors where memory overflows") as err:
+        partition_graph(chain(), toy_pair(6000), fallback="cpu", min_ratio=0, overrides={"Relu": "acc"})
+    assert "memory space 'acc' needs 8 KiB" in str(err.value)

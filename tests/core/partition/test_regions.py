@@ -19,6 +19,7 @@ from hetero.core.frontend.onnx.loader import read_model
 from hetero.core.partition import annotate, assign, merge_regions, partition_graph
 from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, get_backend
+from hetero.errors import PartitionError
 
 
 @pytest.fixture
@@ -138,3 +139,30 @@ def test_squeezenet_splits_between_conv_relu_plugin_and_llvm_cpu_acyclically(sit
     assert sorted(n.name for r in part.regions for n in r.nodes) == sorted(n.name for n in graph.nodes)
     for region in part.regions:
         hetero.verify(part.subgraph(region))
+
+
+def test_an_override_keeps_a_one_node_island_on_its_backend() -> None:
+    # The lone Relu between Negs is too small to pay for its transfers (as in the test
+    # above), so without the override it returns to the fallback; pinned, it stays.
+    acc = ToyBackend("acc", ops=("Relu",))
+    cpu = ToyBackend("cpu", ops=("Relu", "Neg"))
+    b = GraphBuilder("island")
+    v = b.Neg(b.input("x", (1, 1024)), name="n0")
+    b.output(b.Neg(b.Relu(v, name="relu"), name="n2"))
+    graph = b.build()
+    assert regions_of(partition_graph(graph, [acc, cpu], fallback="cpu")) == [("cpu", ("n0", "relu", "n2"))]
+    for key in ("relu", "Relu"):
+        part = partition_graph(graph, [acc, cpu], fallback="cpu", overrides={key: "acc"})
+        assert regions_of(part) == [("cpu", ("n0",)), ("acc", ("relu",)), ("cpu", ("n2",))]
+        assert part.assignment.pins["relu"].backend == "acc"
+        assert part.assignment.backend_of("relu") == "acc"
+
+
+def test_reassign_refuses_to_move_a_pinned_node() -> None:
+    acc = ToyBackend("acc", ops=("Relu",))
+    cpu = ToyBackend("cpu", ops=("Relu", "Neg"))
+    b = GraphBuilder("g")
+    b.output(b.Relu(b.input("x", (1, 8)), name="relu"))
+    pinned = assign(annotate(b.build(), [acc, cpu]), overrides={"relu": "acc"}, fallback="cpu")
+    with pytest.raises(PartitionError, match="override 'relu' -> acc: node relu would be moved to cpu"):
+        pinned.reassign({"relu": ("cpu", "because")})

@@ -127,6 +127,16 @@ def test_strict_turns_a_compile_failure_into_an_error(site) -> None:
         hetero.compile(g.build(), targets=["bad_toy"], strict=True)
 
 
+def test_a_region_pinned_by_an_override_does_not_fall_back_when_its_compile_fails(site) -> None:
+    site.install("hetero-bad", "1.0", {"bad": plugin_source("bad_toy", ops=("Add", "Neg"), body=EXPLODING)})
+    site.load()
+    g = GraphBuilder("chain")
+    g.output(g.Neg(g.input("x", (4,)), name="n"))
+    with pytest.raises(PluginError, match=r"bad_toy failed to compile region r0 of chain .*toy codegen "
+                                          r"exploded; override 'n' -> bad_toy pins its nodes there"):
+        hetero.compile(g.build(), targets=["bad_toy", "llvm_cpu"], overrides={"n": "bad_toy"})
+
+
 def test_strict_turns_a_refusal_into_an_error_naming_node_and_reason(toy) -> None:
     with pytest.raises(UnsupportedOpError, match=r"backend toy_cpu refuses 1 node\(s\) of split: "
                                                  r"tanh \(Tanh\): toy_cpu does not implement Tanh"):
