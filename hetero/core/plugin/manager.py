@@ -4,11 +4,26 @@ Plugins are the entry points of the ``hetero.backends`` group, whatever
 distribution declares them (hetero's own bundled backends included). Each is
 loaded in isolation: its import, its registration against the hook specs, its
 ``hetero_backends`` call and the validation of what it returned. A failure at any
-of these steps (or a backend name another plugin already provides) marks that
-plugin *broken*: it is skipped, recorded with its distribution, version and
-error, and announced with a :class:`PluginWarning`, while the others load as
-usual (ARCHITECTURE.md, rule 6). When two plugins provide the same backend name,
-the one found first on ``sys.path`` wins.
+of these steps (or a name another plugin already holds) marks that plugin
+*broken*: it is skipped, recorded with its distribution, version and error, and
+announced with a :class:`PluginWarning`, while the others load as usual
+(ARCHITECTURE.md, rule 6).
+
+Names are settled in one deterministic order (:func:`ordered_entry_points`):
+
+- The *bundled* plugins, those declared by the distribution that ships this core
+  (:data:`CORE_DISTRIBUTION`), load first and keep their names. A third-party
+  plugin that declares a bundled plugin's entry-point name, or provides a backend
+  under a bundled plugin's name or a name a bundled plugin provides, is broken
+  with the clash as its reason, even while the bundled plugin is disabled or
+  broken itself: installing a package never silently replaces a bundled backend.
+- Among the others, the plugin found in the earlier ``sys.path`` folder comes
+  first, then the one whose distribution name sorts first; the later of two
+  plugins providing the same backend name is broken, naming the earlier one.
+
+An import that hangs cannot be bounded in-process (Python cannot interrupt an
+import safely); :mod:`hetero.core.plugin.isolated` imports each plugin in a child
+process with a timeout instead, for ``hetero plugins --isolated``.
 
 Two environment variables select plugins by entry-point name, comma-separated;
 an empty value counts as unset:
@@ -21,13 +36,15 @@ A plugin they exclude is not imported at all; it is recorded as *disabled*.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 import importlib
 import importlib.metadata as metadata
 import os
+import re
 import threading
 import traceback
+from typing import Generic, TypeVar
 import warnings
 
 import pluggy
@@ -42,6 +59,12 @@ ENTRY_POINT_GROUP = "hetero.backends"
 ALLOW_ENV = "HETERO_PLUGINS"
 #: Deny-list of plugin (entry-point) names.
 DENY_ENV = "HETERO_DISABLE_PLUGINS"
+#: The distribution that ships this core. The plugins it declares are the bundled
+#: ones; this names no plugin, so the core still finds them only through the
+#: entry-point group (ARCHITECTURE.md, rule 1).
+CORE_DISTRIBUTION = "hetero"
+
+T = TypeVar("T")
 
 
 class PluginWarning(UserWarning):
@@ -55,6 +78,7 @@ class PluginRecord:
     ``status`` is ``"loaded"`` (its ``backends`` are available), ``"broken"``
     (``error`` says why, ``traceback`` holds the Python traceback when an
     exception caused it) or ``"disabled"`` (``disabled_by`` names the variable).
+    ``bundled`` is true for the plugins hetero's own distribution declares.
     """
 
     name: str
@@ -65,6 +89,7 @@ class PluginRecord:
     error: str | None = None
     traceback: str = ""
     disabled_by: str | None = None
+    bundled: bool = False
 
     @property
     def status(self) -> str:
@@ -104,27 +129,54 @@ class PluginSet:
         try:
             return self.backends[name]
         except KeyError:
-            raise UnknownBackendError(self._unknown_message(name)) from None
+            raise UnknownBackendError(
+                unknown_backend_message(name, self.backends, self.records, self.selection_problems)
+            ) from None
 
-    def _unknown_message(self, name: str) -> str:
-        parts = [f"no backend named {name!r}{did_you_mean(name, self.backends)}."]
-        if self.backends:
-            parts.append(f"Available backends: {', '.join(sorted(self.backends))}.")
-        elif not self.records:
-            parts.append(
-                "No hetero plugin is installed: backends come from packages that declare "
-                f"the {ENTRY_POINT_GROUP!r} entry point."
-            )
-        else:
-            parts.append("No backend is available.")
-        for record in self.broken:
-            parts.append(f"Plugin {record.label} is broken: {record.error}.")
-        for record in self.disabled:
-            parts.append(f"Plugin {record.label} is disabled by {record.disabled_by}.")
-        parts += [f"{problem}." for problem in self.selection_problems]
-        if self.broken or self.disabled:
-            parts.append("Run `hetero plugins` for details.")
-        return " ".join(parts)
+
+def unknown_backend_message(
+    name: str, available: Sequence[str] | Mapping[str, object],
+    records: Sequence[PluginRecord], selection_problems: Sequence[str] = (),
+) -> str:
+    """Why there is no backend ``name``: a did-you-mean, what there is, and the broken or
+    disabled plugins and selection problems that may explain it."""
+    parts = [f"no backend named {name!r}{did_you_mean(name, list(available))}."]
+    if available:
+        parts.append(f"Available backends: {', '.join(sorted(available))}.")
+    elif not records:
+        parts.append(
+            "No hetero plugin is installed: backends come from packages that declare "
+            f"the {ENTRY_POINT_GROUP!r} entry point."
+        )
+    else:
+        parts.append("No backend is available.")
+    broken = [r for r in records if r.status == "broken"]
+    disabled = [r for r in records if r.status == "disabled"]
+    parts += [f"Plugin {r.label} is broken: {r.error}." for r in broken]
+    parts += [f"Plugin {r.label} is disabled by {r.disabled_by}." for r in disabled]
+    parts += [f"{problem}." for problem in selection_problems]
+    if broken or disabled:
+        parts.append("Run `hetero plugins` for details.")
+    return " ".join(parts)
+
+
+#: Loads one plugin given its entry point and its record so far: the record of the
+#: outcome, and what the plugin provides by backend name (empty unless loaded).
+Loader = Callable[[metadata.EntryPoint, PluginRecord], tuple[PluginRecord, Mapping[str, T]]]
+
+
+@dataclass(frozen=True)
+class Discovery(Generic[T]):
+    """One discovery's outcome, whatever a loader returns for each backend.
+
+    ``provided`` holds what the loader returned for each backend name that
+    survived the name rules; ``provided_by`` the record of the plugin behind it.
+    """
+
+    provided: Mapping[str, T]
+    provided_by: Mapping[str, PluginRecord]
+    records: tuple[PluginRecord, ...]
+    selection_problems: tuple[str, ...]
 
 
 def discover_plugins() -> PluginSet:
@@ -134,35 +186,50 @@ def discover_plugins() -> PluginSet:
     warns with :class:`PluginWarning` for each broken plugin. Most callers want
     the cached :func:`load_plugins` instead.
     """
+    found = discover(load_in_process)
+    return PluginSet(found.provided, found.records, found.provided_by, found.selection_problems)
+
+
+def discover(load: Loader[T]) -> Discovery[T]:
+    """Select, load (with ``load``) and settle the names of every plugin, in order.
+
+    The selection variables, the order (:func:`ordered_entry_points`) and the name
+    rules are the same whichever loader runs; :func:`discover_plugins` loads in
+    this process, :mod:`hetero.core.plugin.isolated` in a child process each.
+    """
     allow = _names(os.environ.get(ALLOW_ENV, ""))
     deny = _names(os.environ.get(DENY_ENV, ""))
-    entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    entry_points = ordered_entry_points(metadata.entry_points(group=ENTRY_POINT_GROUP))
     selection_problems = _unmatched(allow, ALLOW_ENV, entry_points)
     selection_problems += _unmatched(deny, DENY_ENV, entry_points)
     for problem in selection_problems:
         warnings.warn(problem, PluginWarning)
 
-    backends: dict[str, Backend] = {}
+    provided: dict[str, T] = {}
     provided_by: dict[str, PluginRecord] = {}
     records: list[PluginRecord] = []
     by_name: dict[str, PluginRecord] = {}
+    # A bundled plugin's entry-point name is its backend's name by convention; it is
+    # reserved even when that plugin is disabled or broken, so no installed package
+    # can take it over.
+    reserved = {ep.name: _record(ep) for ep in entry_points if is_bundled(ep)}
     for ep in entry_points:
-        where = _origin(ep)
+        record = _record(ep)
         if ep.name in deny:
-            record = PluginRecord(ep.name, ep.value, *where, disabled_by=DENY_ENV)
+            record = replace(record, disabled_by=DENY_ENV)
         elif allow and ep.name not in allow:
-            record = PluginRecord(ep.name, ep.value, *where, disabled_by=ALLOW_ENV)
+            record = replace(record, disabled_by=ALLOW_ENV)
         elif ep.name in by_name:
-            record = PluginRecord(
-                ep.name, ep.value, *where,
-                error=f"plugin name {ep.name!r} is already declared by {by_name[ep.name].label}; "
-                "one of the two distributions must rename its entry point",
-            )
+            record = replace(record, error=_plugin_name_clash(ep.name, by_name[ep.name]))
         else:
-            record, provided = _load_one(ep, where, provided_by)
-            for backend in provided:
-                backends[backend.name] = backend
-                provided_by[backend.name] = record
+            record, offered = load(ep, record)
+            clashes = _backend_name_clashes(record, offered, provided_by, reserved)
+            if clashes:
+                record = replace(record, backends=(), error="; ".join(clashes))
+            else:
+                for name, value in offered.items():
+                    provided[name] = value
+                    provided_by[name] = record
         by_name.setdefault(ep.name, record)
         records.append(record)
         if record.status == "broken":
@@ -170,7 +237,31 @@ def discover_plugins() -> PluginSet:
                 f"hetero plugin {record.label} is broken and was skipped: {record.error}",
                 PluginWarning,
             )
-    return PluginSet(backends, tuple(records), provided_by, tuple(selection_problems))
+    return Discovery(provided, provided_by, tuple(records), tuple(selection_problems))
+
+
+def is_bundled(ep: metadata.EntryPoint) -> bool:
+    """Whether ``ep`` is declared by the distribution that ships this core."""
+    return ep.dist is not None and _canonical(ep.dist.name or "") == _canonical(CORE_DISTRIBUTION)
+
+
+def ordered_entry_points(entry_points: Sequence[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
+    """``entry_points`` in the order their names are settled: bundled ones first, then the
+    others by ``sys.path`` folder (earlier first), distribution name and entry-point name.
+
+    importlib lists distributions in ``sys.path`` order, but within one folder in
+    whatever order the file system lists them; sorting by name makes the winner of
+    a clash the same on every machine.
+    """
+    folders: dict[str, int] = {}
+    for ep in entry_points:
+        folders.setdefault(_folder(ep), len(folders))
+
+    def key(ep: metadata.EntryPoint) -> tuple[bool, int, str, str]:
+        dist = _canonical(ep.dist.name or "") if ep.dist is not None else ""
+        return (not is_bundled(ep), folders[_folder(ep)], dist, ep.name)
+
+    return sorted(entry_points, key=key)
 
 
 # Reentrant: a plugin that looks a backend up while it is being imported must not
@@ -203,14 +294,18 @@ def get_backend(name: str) -> Backend:
     return load_plugins().get(name)
 
 
-def _load_one(
-    ep: metadata.EntryPoint, where: tuple[str, str], taken: Mapping[str, PluginRecord]
-) -> tuple[PluginRecord, list[Backend]]:
-    """Import, register, call and validate one plugin; a broken record on any failure."""
+def load_in_process(
+    ep: metadata.EntryPoint, record: PluginRecord
+) -> tuple[PluginRecord, dict[str, Backend]]:
+    """Import, register, call and validate one plugin here; a broken record on any failure.
 
-    def broken(error: str, exc: BaseException | None = None) -> tuple[PluginRecord, list[Backend]]:
+    The import runs in this process and cannot be interrupted: a plugin whose
+    import never returns blocks the caller (see :mod:`hetero.core.plugin.isolated`).
+    """
+
+    def broken(error: str, exc: BaseException | None = None) -> tuple[PluginRecord, dict[str, Backend]]:
         trace = "".join(traceback.format_exception(exc)) if exc is not None else ""
-        return PluginRecord(ep.name, ep.value, *where, error=error, traceback=trace), []
+        return replace(record, error=error, traceback=trace), {}
 
     # SystemExit too: a plugin calling sys.exit() at import must not end the process.
     try:
@@ -253,24 +348,71 @@ def _load_one(
             return broken(f"reading the declarations of {backend!r} raised {_describe(exc)}", exc)
         if not isinstance(backend, Backend):
             continue
-        name = backend.name
-        if name in names:
-            problems.append(f"backend {name!r} is provided twice by this plugin")
-        elif name in taken:
-            problems.append(f"backend {name!r} is already provided by plugin {taken[name].label}")
-        names.add(name)
+        if backend.name in names:
+            problems.append(f"backend {backend.name!r} is provided twice by this plugin")
+        names.add(backend.name)
     if problems:
         return broken("; ".join(problems))
-    record = PluginRecord(ep.name, ep.value, *where, backends=tuple(b.name for b in provided))
-    return record, provided
+    return replace(record, backends=tuple(b.name for b in provided)), {b.name: b for b in provided}
 
 
-def _origin(ep: metadata.EntryPoint) -> tuple[str, str]:
-    """The distribution name and version that declare ``ep``."""
+def _plugin_name_clash(name: str, holder: PluginRecord) -> str:
+    if holder.bundled:
+        return (
+            f"plugin name {name!r} belongs to plugin {holder.label}, which is bundled with "
+            "hetero and keeps its name; rename this entry point"
+        )
+    return (
+        f"plugin name {name!r} is already declared by {holder.label}; "
+        "one of the two distributions must rename its entry point"
+    )
+
+
+def _backend_name_clashes(
+    record: PluginRecord, offered: Mapping[str, object],
+    provided_by: Mapping[str, PluginRecord], reserved: Mapping[str, PluginRecord],
+) -> list[str]:
+    """Why ``record``'s backends cannot have their names, one sentence per name."""
+    clashes = []
+    for name in offered:
+        # The prefix of the first two sentences is what the conformance suite looks for.
+        holder = provided_by.get(name)
+        if holder is not None and holder.bundled:
+            clashes.append(
+                f"backend {name!r} is already provided by plugin {holder.label}, which is "
+                "bundled with hetero and keeps its name; rename this backend"
+            )
+        elif holder is not None:
+            clashes.append(
+                f"backend {name!r} is already provided by plugin {holder.label}, which comes "
+                "first (from an earlier sys.path folder, or by distribution name); rename one "
+                f"of the two, or set {DENY_ENV}={holder.name} to use this one"
+            )
+        elif name in reserved and not record.bundled:
+            clashes.append(
+                f"backend {name!r} is the name of plugin {reserved[name].label}, which is "
+                "bundled with hetero and keeps its name even when it is not loaded; "
+                "rename this backend"
+            )
+    return clashes
+
+
+def _record(ep: metadata.EntryPoint) -> PluginRecord:
+    """The record of ``ep`` before it is loaded: where it comes from."""
     dist = ep.dist
-    if dist is None:
-        return "unknown distribution", "?"
-    return dist.name or "unknown distribution", dist.version or "?"
+    distribution = (dist.name if dist is not None else None) or "unknown distribution"
+    version = (dist.version if dist is not None else None) or "?"
+    return PluginRecord(ep.name, ep.value, distribution, version, bundled=is_bundled(ep))
+
+
+def _folder(ep: metadata.EntryPoint) -> str:
+    """The folder (a ``sys.path`` entry) ``ep``'s distribution was found in."""
+    return str(ep.dist.locate_file("")) if ep.dist is not None else ""
+
+
+def _canonical(name: str) -> str:
+    """A distribution name as packaging compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _names(value: str) -> set[str]:

@@ -13,7 +13,7 @@ from hetero.core.plugin import (
     PluginRecord, PluginSet, PluginWarning, get_backend, hookimpl, load_plugins,
 )
 from hetero.errors import UnknownBackendError
-from toyplugin import ToyBackend, plugin_source, write_project
+from toyplugin import ToyBackend, plugin_source, write_distribution, write_project
 
 GOOD = plugin_source("toy_cpu")
 
@@ -133,10 +133,92 @@ def test_duplicate_backend_name_keeps_the_first_and_reports_the_second(site) -> 
     assert first.status == "loaded" and plugins.provided_by["shared_cpu"] is first
     assert second.status == "broken"
     assert second.error == (
-        "backend 'shared_cpu' is already provided by plugin first (hetero-first 1.0)"
+        "backend 'shared_cpu' is already provided by plugin first (hetero-first 1.0), which "
+        "comes first (from an earlier sys.path folder, or by distribution name); rename one "
+        "of the two, or set HETERO_DISABLE_PLUGINS=first to use this one"
     )
     # The broken plugin is skipped whole: its other backend is not half-loaded.
     assert "other_cpu" not in plugins.backends
+
+
+def test_a_backend_name_clash_between_third_parties_is_settled_by_distribution_name(site) -> None:
+    # Installed in the opposite order: within one sys.path folder the file system's
+    # listing order must not decide.
+    site.install("hetero-zeta", "1.0", {"zeta": plugin_source("dup_cpu")})
+    site.install("hetero-alpha", "1.0", {"alpha": plugin_source("dup_cpu")})
+    plugins = load_quietly(site)
+    assert plugins.provided_by["dup_cpu"] is by_name(plugins)["alpha"]
+    zeta = by_name(plugins)["zeta"]
+    assert zeta.status == "broken"
+    assert zeta.error.startswith("backend 'dup_cpu' is already provided by plugin alpha (hetero-alpha 1.0)")
+    assert "HETERO_DISABLE_PLUGINS=alpha" in zeta.error
+
+
+def test_an_earlier_sys_path_folder_wins_a_backend_name(site, tmp_path, monkeypatch) -> None:
+    site.install("hetero-alpha", "1.0", {"alpha": plugin_source("dup_cpu")})
+    front = tmp_path / "front"
+    front.mkdir()
+    module = f"hetero_test_{uuid.uuid4().hex[:8]}_front"
+    write_distribution(front, "hetero-zeta", "1.0", {"zeta": module},
+                       {module: plugin_source("dup_cpu")})
+    site.modules.append(module)
+    monkeypatch.syspath_prepend(str(front))
+    plugins = load_quietly(site)
+    assert plugins.provided_by["dup_cpu"] is by_name(plugins)["zeta"]
+    assert by_name(plugins)["alpha"].error.startswith(
+        "backend 'dup_cpu' is already provided by plugin zeta (hetero-zeta 1.0)"
+    )
+
+
+def test_bundled_plugins_are_recognised_by_their_distribution(site) -> None:
+    site.install("hetero-toy", "1.0", {"toy": GOOD})
+    plugins = site.load()
+    bundled = {r.name for r in plugins.records if r.bundled}
+    assert {"llvm_cpu", "npu_sim"} <= bundled and "toy" not in bundled
+    assert all(r.distribution == "hetero" for r in plugins.records if r.bundled)
+    # Bundled plugins are settled first, whatever sys.path says.
+    assert [r.bundled for r in plugins.records] == sorted((r.bundled for r in plugins.records), reverse=True)
+
+
+def test_a_third_party_backend_cannot_take_a_bundled_backend_name(site) -> None:
+    # The site folder comes first on sys.path, so this plugin is found first.
+    site.install("hetero-fast", "9.9", {"fast": plugin_source("llvm_cpu", "fast_npu")})
+    plugins = load_quietly(site)
+    owner = plugins.provided_by["llvm_cpu"]
+    assert (owner.name, owner.distribution, owner.status) == ("llvm_cpu", "hetero", "loaded")
+    assert owner.bundled
+    assert get_backend("llvm_cpu") is plugins.backends["llvm_cpu"]
+    assert not isinstance(plugins.backends["llvm_cpu"], ToyBackend)
+    fast = by_name(plugins)["fast"]
+    assert (fast.status, fast.distribution) == ("broken", "hetero-fast")
+    assert fast.error == (
+        f"backend 'llvm_cpu' is already provided by plugin {owner.label}, which is bundled "
+        "with hetero and keeps its name; rename this backend"
+    )
+    assert "fast_npu" not in plugins.backends  # skipped whole
+
+
+def test_a_third_party_plugin_cannot_take_a_bundled_plugin_name(site) -> None:
+    site.install("hetero-impostor", "1.0", {"npu_sim": plugin_source("npu_sim")})
+    plugins = load_quietly(site)
+    bundled, impostor = (r for r in plugins.records if r.name == "npu_sim")
+    assert (bundled.distribution, bundled.status) == ("hetero", "loaded")
+    assert plugins.provided_by["npu_sim"] is bundled
+    assert (impostor.distribution, impostor.status) == ("hetero-impostor", "broken")
+    assert impostor.error == (
+        f"plugin name 'npu_sim' belongs to plugin {bundled.label}, which is bundled with "
+        "hetero and keeps its name; rename this entry point"
+    )
+
+
+def test_a_bundled_name_stays_reserved_while_its_plugin_is_disabled(site) -> None:
+    site.install("hetero-spare", "1.0", {"spare": plugin_source("npu_sim")})
+    plugins = load_quietly(site, deny="npu_sim")
+    assert "npu_sim" not in plugins.backends
+    spare = by_name(plugins)["spare"]
+    assert spare.status == "broken"
+    assert spare.error.startswith("backend 'npu_sim' is the name of plugin npu_sim (hetero ")
+    assert "bundled with hetero and keeps its name even when it is not loaded" in spare.error
 
 
 def test_duplicate_backend_within_one_plugin(site) -> None:
