@@ -8,12 +8,66 @@ what to do about it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 import difflib
 
 
+@dataclass(frozen=True)
+class Keyword:
+    """A keyword argument an error message tells the user to set or names.
+
+    Kept apart from the message's text so that each front end words it its own way:
+    Python reads ``load_onnx(..., max_elements=N)``, the command line ``--max-elements N``
+    (see :meth:`HeteroError.render`). ``key`` is the entry of a mapping keyword
+    (``input_shapes={"x": [...]}``), ``value`` the value to give it, as text, and
+    ``function`` the call that takes it.
+    """
+
+    name: str
+    value: str | None = None
+    key: str | None = None
+    function: str | None = None
+
+    def python(self) -> str:
+        """The Python spelling: ``name``, ``name=value``, ``name={"key": value}``, inside
+        ``function(..., ...)`` when one is named."""
+        if self.key is not None:
+            text = f'{self.name}={{"{self.key}": {self.value or "[...]"}}}'
+        elif self.value is not None:
+            text = f"{self.name}={self.value}"
+        else:
+            text = self.name
+        return f"{self.function}(..., {text})" if self.function else text
+
+
 class HeteroError(Exception):
-    """Base class of every error hetero raises on purpose."""
+    """Base class of every error hetero raises on purpose.
+
+    A message that names keyword arguments holds one ``{field}`` placeholder per
+    :class:`Keyword` passed as ``field=``: ``str(error)`` spells them as Python does,
+    and :meth:`render` as a front end does. Only those placeholders are filled, so other
+    braces in the message (a node's name, a dict) stay as they are.
+
+    >>> err = TensorTooLargeError("too big; raise the budget with {fix}",
+    ...                           fix=Keyword("max_elements", "4096", function="load_onnx"))
+    >>> str(err)
+    'too big; raise the budget with load_onnx(..., max_elements=4096)'
+    """
+
+    def __init__(self, *args: object, **keywords: Keyword) -> None:
+        self.template = str(args[0]) if args else ""
+        self.keywords = keywords
+        super().__init__(*((self.render(),) + args[1:] if keywords else args))
+
+    def render(self, spell: Callable[[Keyword], str] = Keyword.python) -> str:
+        """The message with each keyword spelt by ``spell``."""
+        if not self.keywords:
+            return str(self.args[0]) if self.args else ""
+        text = self.template
+        for name, keyword in self.keywords.items():
+            text = text.replace(f"{{{name}}}", spell(keyword))
+        return text
 
 
 class ModelLoadError(HeteroError):

@@ -40,7 +40,7 @@ from hetero.core.runtime.executable import (
     Placement,
 )
 from hetero.core.runtime.transfers import plan_transfers
-from hetero.errors import PluginError, UnsupportedOpError
+from hetero.errors import Keyword, PluginError, UnsupportedOpError
 
 #: The backend that takes every op, and whatever the targets refuse or fail to compile.
 FALLBACK = "llvm_cpu"
@@ -129,8 +129,8 @@ def compile_model(
                     f"({len(subgraph.nodes)} node(s), first {subgraph.nodes[0].name}): {error}"
                     + ("" if backend.name == FALLBACK else
                        f"; {', '.join(pins)} pins its nodes there, so it cannot fall back" if pins else
-                       f"; without strict=True it falls back to {FALLBACK}")
-                ) from exc
+                       f"; without {{strict}} it falls back to {FALLBACK}"),
+                    strict=Keyword("strict", "True")) from exc
             fallback = backends[FALLBACK]
             warnings.warn(f"backend {backend.name} failed to compile region {name} of "
                           f"{graph.name}: {error}; {fallback.name} compiles it instead",
@@ -189,8 +189,8 @@ def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> Non
         more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
         raise UnsupportedOpError(
             f"backend {preferred} refuses {len(refused)} node(s) of {partition.graph.name}: "
-            f"{listed}{more}; strict=True forbids placing them elsewhere: drop strict to let "
-            f"{', '.join(sorted({c.backend for c in refused}))} take them"
+            f"{listed}{more}; {{strict}} forbids placing them elsewhere: drop it to let "
+            f"{', '.join(sorted({c.backend for c in refused}))} take them", strict=Keyword("strict", "True")
         )
 
 

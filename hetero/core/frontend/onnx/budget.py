@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 import math
 
-from hetero.errors import TensorTooLargeError
+from hetero.errors import Keyword, TensorTooLargeError
 
 #: The default budget: 2**30 elements (4 GiB of float32) for any one tensor.
 DEFAULT_MAX_ELEMENTS = 2**30
@@ -21,5 +21,5 @@ def check_elements(shape: Sequence[int], what: str, max_elements: int) -> None:
         raise TensorTooLargeError(
             f"{what} has shape {[int(d) for d in shape]} ({count:,} elements), over the "
             f"budget of {max_elements:,} elements; if the model really needs it, raise the "
-            f"budget with load_onnx(..., max_elements={count})"
+            "budget with {fix}", fix=Keyword("max_elements", str(count), function="load_onnx")
         )

@@ -26,7 +26,7 @@ from hetero.core.frontend.onnx.budget import check_elements
 from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.runtime.reference import run_node
-from hetero.errors import DynamicShapeError, ModelLoadError, UnsupportedOpError
+from hetero.errors import DynamicShapeError, Keyword, ModelLoadError, UnsupportedOpError
 
 Translator = Callable[["NodeContext"], None]
 
@@ -177,7 +177,7 @@ class NodeContext:
                 f"model {self.model.model_name}: {self.label}: its {what} input "
                 f"{self.node.input[i]!r} depends on the model's "
                 "inputs at run time, but hetero needs it to be constant; fix the input shapes "
-                "(input_shapes=...) or re-export the model with constant shapes"
+                "({shapes}) or re-export the model with constant shapes", shapes=Keyword("input_shapes", "...")
             )
         return array
 

@@ -16,7 +16,9 @@ from onnx import helper
 
 from hetero.core.frontend.onnx.loader import Source, reason
 from hetero.core.ir.types import TensorType, as_dtype
-from hetero.errors import DynamicShapeError, HeteroError, InputError, ModelLoadError, did_you_mean
+from hetero.errors import (
+    DynamicShapeError, HeteroError, InputError, Keyword, ModelLoadError, did_you_mean,
+)
 
 
 def numpy_dtype(elem_type: int) -> np.dtype | None:
@@ -53,9 +55,9 @@ def resolve_input_shapes(
     for name in given:
         if name not in names:
             raise InputError(
-                f"input_shapes names {name!r}, which is not an input of model "
-                f"{source.name}{did_you_mean(name, names)}; its inputs are {names}"
-            )
+                f"{{shapes}} names {name!r}, which is not an input of model "
+                f"{source.name}{did_you_mean(name, names)}; its inputs are {names}",
+                shapes=Keyword("input_shapes"))
     types: dict[str, TensorType] = {}
     for info in inputs:
         types[info.name] = _input_type(source, info, given.get(info.name))
@@ -98,21 +100,23 @@ def _input_type(
     if override is not None:
         shape = [int(d) for d in override]
         if any(d < 0 for d in shape):
-            raise InputError(f"input_shapes gives {info.name!r} a negative dimension: {shape}")
+            raise InputError(f"{{shapes}} gives {info.name!r} a negative dimension: {shape}",
+                             shapes=Keyword("input_shapes"))
         if declared is not None and len(declared) != len(shape):
             raise InputError(
-                f"input_shapes gives {info.name!r} the shape {shape} of rank {len(shape)}, but "
-                f"model {source.name} declares rank {len(declared)}"
-            )
+                f"{{shapes}} gives {info.name!r} the shape {shape} of rank {len(shape)}, but "
+                f"model {source.name} declares rank {len(declared)}", shapes=Keyword("input_shapes"))
         return TensorType(shape, dtype)
-    hint = f'pass input_shapes={{"{info.name}": [...]}} to load_onnx'
+    hint = {"shapes": Keyword("input_shapes", key=info.name, function="load_onnx")}
     if declared is None:
-        raise DynamicShapeError(f"{where} has no declared shape (not even a rank); {hint}")
+        raise DynamicShapeError(f"{where} has no declared shape (not even a rank); fix it with {{shapes}}",
+                                **hint)
     shape = []
     for i, dim in enumerate(declared):
         if not dim.HasField("dim_value"):
             label = f"'{dim.dim_param}'" if dim.dim_param else "of unknown size"
-            raise DynamicShapeError(f"{where}: dimension {i} is dynamic ({label}); {hint}")
+            raise DynamicShapeError(f"{where}: dimension {i} is dynamic ({label}); fix it with {{shapes}}",
+                                    **hint)
         shape.append(dim.dim_value)
     return TensorType(shape, dtype)
 
