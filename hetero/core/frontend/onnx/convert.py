@@ -3,7 +3,8 @@
 The steps, each failing with an error that names the file, tensor or node at fault:
 
 1. read the file (or copy the proto) without its external data;
-2. check every stored tensor's size against the element budget, from its dims;
+2. check every stored tensor's size against the element budget, from its dims, and
+   every input, output and stored tensor's element type;
 3. check external-data locations stay inside the model's folder, then load them;
 4. check every value is defined before use, the opset is in range and every op is
    supported;
@@ -29,8 +30,8 @@ from hetero.core.frontend.onnx import (  # noqa: F401
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
 from hetero.core.frontend.onnx.loader import (
-    Source, check_defined_before_use, check_model, check_tensor_sizes, load_external_data,
-    node_label, read_model, reason, set_weights_aside,
+    Source, check_defined_before_use, check_element_types, check_model, check_tensor_sizes,
+    load_external_data, node_label, read_model, reason, set_weights_aside,
 )
 from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO, default_opset, upgrade
 from hetero.core.frontend.onnx.shapes import graph_inputs, infer_onnx_types, resolve_input_shapes
@@ -57,6 +58,7 @@ def load_onnx(
     """
     source = read_model(model)
     check_tensor_sizes(source, max_elements)
+    check_element_types(source)
     load_external_data(source)
     check_defined_before_use(source)
     version = default_opset(source)

@@ -120,6 +120,40 @@ def check_tensor_sizes(source: Source, max_elements: int) -> None:
         check_elements(tensor.dims, f"model {source.name}: {label}", max_elements)
 
 
+def check_element_types(source: Source) -> None:
+    """ModelLoadError for a graph input, output or stored tensor without a valid element type.
+
+    The ONNX format requires each to be one of ``TensorProto.DataType``'s values, never
+    UNDEFINED; anything else marks a corrupt or crafted file, on which each later step
+    (reading external data, onnx's tools, numpy) would fail less clearly.
+    """
+    graph = source.model.graph
+    declared = [(f"input {v.name!r}", v) for v in graph.input]
+    declared += [(f"output {v.name!r}", v) for v in graph.output]
+    for label, info in declared:
+        if info.type.WhichOneof("value") == "tensor_type":
+            _check_element_type(info.type.tensor_type.elem_type, f"model {source.name}: {label}")
+    for label, tensor in all_tensors(graph):
+        _check_element_type(tensor.data_type, f"model {source.name}: {label}")
+
+
+_ELEMENT_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+
+
+def _check_element_type(elem_type: int, where: str) -> None:
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        raise ModelLoadError(
+            f"{where} has no element type (UNDEFINED), which the ONNX format requires; the "
+            "file is corrupt or its exporter is broken: re-export the model"
+        )
+    if elem_type not in _ELEMENT_TYPES:
+        raise ModelLoadError(
+            f"{where} has element type {elem_type}, which is not an ONNX element type "
+            f"(the highest onnx {onnx.__version__} knows is {max(_ELEMENT_TYPES)}); the file is "
+            "corrupt or was written for a newer ONNX: re-export the model"
+        )
+
+
 def load_external_data(source: Source) -> None:
     """Check every external-data location, then load the data with onnx's own loader.
 

@@ -30,8 +30,11 @@ def numpy_dtype(elem_type: int) -> np.dtype | None:
 
 
 def dtype_name(elem_type: int) -> str:
-    """The ONNX name of an element type ("FLOAT", "STRING", ...)."""
-    return helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.")
+    """The ONNX name of an element type ("FLOAT", "STRING", ...); the number if it has none."""
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"{elem_type} (not an ONNX element type)"
 
 
 def graph_inputs(source: Source) -> list[onnx.ValueInfoProto]:
