@@ -7,7 +7,7 @@ and the report can say why.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from hetero.core.ir.graph import Graph, Node
@@ -84,7 +84,7 @@ def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
     support: dict[str, dict[str, Support]] = {}
     composites: list[Composite] = []
     for node in graph.nodes:
-        support[node.name] = {b.name: _ask(b, node) for b in backends}
+        support[node.name] = {b.name: ask(b, node) for b in backends}
     for backend in backends:
         for pattern in backend.patterns:
             for node in graph.nodes:
@@ -92,11 +92,17 @@ def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
     return Annotation(graph, tuple(backends), support, tuple(composites))
 
 
-def _ask(backend: Backend, node: Node) -> Support:
+def ask(backend: Backend, node: Node, on_raise: Callable[[str], None] | None = None) -> Support:
+    """``backend.supports(node)``, contained: a raise is a refusal whose reason names the
+    error (and is passed to ``on_raise`` when given, for callers that record it);
+    an answer that is no :class:`~hetero.core.plugin.Support` is a PluginError."""
     try:
         answer = backend.supports(node)
     except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a refusal
-        return Support.no(f"{backend.name}.supports() raised {type(exc).__name__}: {exc}")
+        reason = f"{backend.name}.supports() raised {type(exc).__name__}: {exc}"
+        if on_raise is not None:
+            on_raise(reason)
+        return Support.no(reason)
     if not isinstance(answer, Support):
         raise PluginError(
             f"backend {backend.name!r}: supports({node.name}) returned {answer!r}; "

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from hetero.core.ir.graph import Node
 from hetero.core.partition.annotate import Annotation, Composite
-from hetero.core.partition.costs import estimate_seconds, transfer_seconds
+from hetero.core.partition.costs import estimate, transfer_seconds
 from hetero.core.partition.subgraph import extract_subgraph
 from hetero.errors import PartitionError, did_you_mean
 
@@ -148,8 +148,9 @@ def assign(
     if policy == "priority":
         chosen = {n.name: pinned.get(n.name) or _first_taker(annotation, n.name) for n in graph.nodes}
         gains: dict[str, float] = {}
+        unknown: dict[str, str] = {}
     else:
-        chosen, gains = _by_cost(annotation, pinned, fallback)
+        chosen, gains, unknown = _by_cost(annotation, pinned, fallback)
     preferred = annotation.names[0]
     choices = {}
     for node in graph.nodes:
@@ -159,6 +160,8 @@ def assign(
             reason = f"override: {pins[node.name].key} -> {backend}"
         elif backend != preferred and not annotation.takes(node.name, preferred):
             reason = annotation.reason(node.name, preferred)
+        elif backend != preferred and node.name in unknown:
+            reason = f"{unknown[node.name]}: its cost on {preferred} is unknown"
         elif backend != preferred:
             reason = f"cheaper on {backend} by {gains[node.name] * 1e6:.3g} µs"
         choices[node.name] = Choice(node.name, node.op, backend, preferred, reason)
@@ -201,18 +204,24 @@ def _first_taker(annotation: Annotation, node: str) -> str:
 
 def _by_cost(
     annotation: Annotation, pinned: Mapping[str, str], fallback: str
-) -> tuple[dict[str, str], dict[str, float]]:
-    """The cost policy: greedy in topological order, then improvement sweeps."""
+) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+    """The cost policy: greedy in topological order, then improvement sweeps.
+
+    Returns the choices, each node's gain over its preferred backend, and why the
+    preferred backend could not estimate a node, where it could not.
+    """
     graph = annotation.graph
     backends = {b.name: b for b in annotation.backends}
     outputs = {id(v) for v in graph.outputs}
+    preferred = annotation.names[0]
     compute: dict[str, dict[str, float]] = {}
+    unknown: dict[str, str] = {}
     for node in graph.nodes:
         alone = extract_subgraph(graph, [node], node.name)
-        compute[node.name] = {
-            b: estimate_seconds(backends[b], alone)
-            for b in annotation.names if annotation.takes(node.name, b)
-        }
+        made = {b: estimate(backends[b], alone) for b in annotation.names if annotation.takes(node.name, b)}
+        compute[node.name] = {b: e.seconds for b, e in made.items()}
+        if preferred in made and made[preferred].problem:
+            unknown[node.name] = made[preferred].problem
     chosen: dict[str, str] = {}
 
     def local(node: Node, b: str, downstream: bool) -> float:
@@ -246,14 +255,13 @@ def _by_cost(
                 chosen[node.name], changed = pick, True
         if not changed:
             break
-    preferred = annotation.names[0]
     gains = {}
     for node in graph.nodes:
         if preferred in compute[node.name]:
             gains[node.name] = local(node, preferred, True) - local(node, chosen[node.name], True)
         else:
             gains[node.name] = math.inf
-    return chosen, gains
+    return chosen, gains, unknown
 
 
 def _split_composites(assignment: Assignment) -> Assignment:

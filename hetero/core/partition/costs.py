@@ -7,19 +7,42 @@ from :meth:`Backend.estimate`, transfer time from the declared memory hierarchie
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend
 
 
-def estimate_seconds(backend: Backend, subgraph: Graph) -> float:
-    """``backend.estimate(subgraph)``; infinite when the estimate raises or is not a
-    finite number of seconds, so that a broken estimate never wins a placement."""
+@dataclass(frozen=True)
+class Estimate:
+    """A backend's estimate of a subgraph: ``seconds``, or infinity and the ``problem``
+    (the error it raised, the value it returned) when it could not make one."""
+
+    seconds: float
+    problem: str = ""
+
+
+def estimate(backend: Backend, subgraph: Graph) -> Estimate:
+    """``backend.estimate(subgraph)``, contained: a raising estimate, or one that is not a
+    finite, non-negative number of seconds, is infinite (so that it never wins a
+    placement) and says why, for the partition report (ARCHITECTURE.md rule 6)."""
     try:
-        seconds = float(backend.estimate(subgraph))
-    except Exception:  # noqa: BLE001 - a plugin failure must not stop partitioning
-        return math.inf
-    return seconds if math.isfinite(seconds) and seconds >= 0 else math.inf
+        answer = backend.estimate(subgraph)
+    except Exception as exc:  # noqa: BLE001 - a plugin failure must not stop partitioning
+        return Estimate(math.inf, f"{backend.name}.estimate() raised {type(exc).__name__}: {exc}")
+    try:
+        seconds = float(answer)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        return Estimate(math.inf, f"{backend.name}.estimate() returned {answer!r}, not a finite, "
+                                  "non-negative number of seconds")
+    return Estimate(seconds)
+
+
+def estimate_seconds(backend: Backend, subgraph: Graph) -> float:
+    """The seconds of :func:`estimate` (infinite when the backend could not estimate)."""
+    return estimate(backend, subgraph).seconds
 
 
 def transfer_seconds(nbytes: int, src: Backend, dst: Backend) -> float:

@@ -24,7 +24,7 @@ from hetero.core.ir.graph import Graph, Value
 from hetero.core.memory.planner import MemoryPlan
 from hetero.core.partition.annotate import annotate
 from hetero.core.partition.assign import Assignment, assign
-from hetero.core.partition.costs import estimate_seconds
+from hetero.core.partition.costs import estimate
 from hetero.core.partition.fit import fit_memory, plan_partition_memory
 from hetero.core.partition.regions import (
     DEFAULT_MIN_RATIO,
@@ -44,8 +44,9 @@ class Partition:
     """A graph split into regions, each owned by one backend, and the transfers between.
 
     ``regions`` are in a valid execution order (a topological order of the quotient
-    graph); ``estimates`` maps region names to their backend's estimated seconds;
-    ``memory`` maps each memory space (a backend's name) to the plan of the
+    graph); ``estimates`` maps region names to their backend's estimated seconds,
+    infinite where the backend could not estimate, and ``estimate_problems`` maps
+    those regions to why (the error its ``estimate`` raised); ``memory`` maps each memory space (a backend's name) to the plan of the
     intermediates its regions produce (see :func:`plan_partition_memory`).
     """
 
@@ -55,6 +56,7 @@ class Partition:
     transfers: tuple[Transfer, ...]
     estimates: Mapping[str, float] = field(default_factory=dict)
     memory: Mapping[str, MemoryPlan] = field(default_factory=dict)
+    estimate_problems: Mapping[str, str] = field(default_factory=dict)
 
     def region(self, name: str) -> Region:
         """The region called ``name`` (``r0``, ``r1``...)."""
@@ -156,9 +158,8 @@ def partition_graph(
 
     assignment, regions = regroup(assignment)
     assignment, regions, memory = fit_memory(graph, assignment, regions, by_name, regroup)
-    estimates = {
-        r.name: estimate_seconds(by_name[r.backend], extract_subgraph(graph, r.nodes, r.name))
-        for r in regions
-    }
+    made = {r.name: estimate(by_name[r.backend], extract_subgraph(graph, r.nodes, r.name)) for r in regions}
+    estimates = {name: e.seconds for name, e in made.items()}
+    problems = {name: e.problem for name, e in made.items() if e.problem}
     transfers = find_transfers(graph, regions, by_name, fallback)
-    return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates, memory)
+    return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates, memory, problems)

@@ -12,19 +12,25 @@ passes and before partitioning (:func:`prepare_for_targets`, which the command l
   units it would take become integer ops (:func:`lower_qdq_where`), so that the
   partitioner sees ``QConv`` where an NPU can run one. A unit no such backend takes
   stays float QDQ, which every backend runs. A model that arrives quantised (QDQ
-  from onnxruntime's quantiser) goes through the same lowering.
+  from onnxruntime's quantiser) goes through the same lowering. A backend whose
+  ``supports`` raises refuses the node, as in the partitioner's annotation, and the
+  error is reported as a :class:`~hetero.core.plugin.manager.PluginWarning`.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.ops.qint import INTEGER_OPS
-from hetero.core.passes.lower_qdq import lower_qdq_where
+from hetero.core.ir.graph import Node
+from hetero.core.partition.annotate import ask
+from hetero.core.passes.lower_qdq import lower_qdq_where, unit_of
 from hetero.core.passes.quantize import quantize
 from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.manager import PluginWarning
 from hetero.core.quant.calibrate import Calibration, MinMax, Percentile, RangeMethod, calibrate
 from hetero.errors import QuantizationError, did_you_mean
 
@@ -54,11 +60,34 @@ def quantize_model(
 
 
 def lower_for_backends(graph: Graph, backends: Sequence[Backend]) -> Graph:
-    """The QDQ units of ``graph`` that an integer backend among ``backends`` takes, as integer ops."""
+    """The QDQ units of ``graph`` that an integer backend among ``backends`` takes, as integer ops.
+
+    A ``supports`` that raises refuses the node (its unit stays float QDQ); each
+    backend's errors are reported once per message, as a PluginWarning naming the
+    backend, the error and the units it kept float.
+    """
     takers = [b for b in backends if INTEGER_OPS & set(b.supported_ops)]
     if not takers or not any(n.op == "DequantizeLinear" for n in graph.nodes):
         return graph
-    return lower_qdq_where(graph, lambda node: any(b.supports(node).ok for b in takers))
+    raised: dict[tuple[str, str], dict[str, None]] = {}
+
+    def accept(node: Node) -> bool:
+        for b in takers:
+            def record(reason: str, backend: str = b.name) -> None:
+                raised.setdefault((backend, reason), {})[unit_of(node)] = None
+            if ask(b, node, record).ok:
+                return True
+        return False
+
+    lowered = lower_qdq_where(graph, accept)
+    for (backend, reason), units in raised.items():
+        names = list(units)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        warnings.warn(f"backend {backend}: quantisation's lowering of {graph.name} asked it about "
+                      f"the integer form of {len(names)} unit(s) ({shown}) and {reason}; that counts "
+                      "as a refusal, so those units stay float QDQ: fix or update the plugin",
+                      PluginWarning, stacklevel=2)
+    return lowered
 
 
 def prepare_for_targets(

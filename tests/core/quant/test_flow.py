@@ -70,3 +70,28 @@ def test_compile_quantises_when_asked_and_stays_close_to_the_float_model() -> No
         a, b = got.ravel().astype(np.float64), want.ravel().astype(np.float64)
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.99
         assert not np.array_equal(got, want)  # it did quantise
+
+
+class _RaisingOnQConv(ToyBackend):
+    """An int8 toy whose ``supports`` raises for QConv (a plugin bug)."""
+
+    def supports(self, node):  # noqa: ANN001, ANN201
+        if node.op == "QConv":
+            raise ZeroDivisionError("scale table is empty")
+        return super().supports(node)
+
+
+def test_a_raising_supports_during_lowering_is_a_refusal_with_the_reason_reported() -> None:
+    from hetero.core.plugin.manager import PluginWarning
+
+    q = quantize_model(conv_net(), samples(4, 1))
+    broken = _RaisingOnQConv("int8_acc", ops=("QConv", "MaxPool"))
+    with pytest.warns(PluginWarning) as caught:
+        lowered = lower_for_backends(q, [broken])
+    # Refused: the conv unit stays float QDQ, as it would for Support.no().
+    assert "QConv" not in lowered.op_histogram() and lowered.op_histogram()["Conv"] == 1
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1
+    assert messages[0].startswith("backend int8_acc: quantisation's lowering of conv_net asked it about "
+                                  "the integer form of 1 unit(s) (conv) and int8_acc.supports() raised "
+                                  "ZeroDivisionError: scale table is empty; that counts as a refusal")
