@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hetero.core.memory.hierarchy import format_bytes
+from hetero.core.partition.report import format_us
 
 if TYPE_CHECKING:
     from hetero.core.partition.partition import Partition
@@ -63,7 +64,7 @@ def to_dot(part: Partition) -> str:
     lines.append("  }")
     for r in part.regions:
         color = colors[r.backend]
-        label = f"{r.name} · {r.backend} · {len(r.nodes)} node(s) · {_us(part.estimates[r.name])}"
+        label = f"{r.name} · {r.backend} · {len(r.nodes)} node(s) · {format_us(part.estimates[r.name])}"
         lines += [
             f"  subgraph cluster_{r.name} {{",
             (f"    label={_quote(label)}; style=filled; color={_quote(color)}; "
@@ -108,11 +109,8 @@ def _edge(src: str, dst: str, value: str, nbytes: int, crosses: bool) -> str:
 def _title(part: Partition, estimate: float) -> str:
     moved = sum(t.nbytes for t in part.transfers)
     return (f"{part.graph.name}: {len(part.graph.nodes)} nodes in {len(part.regions)} region(s), "
-            f"estimated {_us(estimate)}; {len(part.transfers)} transfer(s) of {format_bytes(moved)}")
+            f"estimated {format_us(estimate)}; {len(part.transfers)} transfer(s) of {format_bytes(moved)}")
 
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.3g} µs"
 
 
 def _quote(text: str) -> str:

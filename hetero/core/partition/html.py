@@ -1,10 +1,13 @@
 """The partition report as one self-contained HTML page.
 
-:func:`to_html` says what the text report says (coverage, regions, transfers, and
-why nodes left their preferred backend) with the regions coloured by backend, and
-adds an inline SVG sketch: one lane per backend, the regions left to right in
-execution order, each as wide as its share of the nodes. The page has its CSS
-inline and loads nothing: it opens from a file, offline, without JavaScript.
+:func:`to_html` says what the text report says (coverage, regions, transfers, the
+memory plan, the composite patterns matched, failed estimates, and why nodes left
+their preferred backend, grouped by reason) with the regions coloured by backend,
+and adds an inline SVG sketch: one lane per backend, the regions left to right in
+execution order, each as wide as its share of the nodes. Long lists of names wrap
+inside their column, and a list longer than :data:`~hetero.core.partition.report.SHOWN_NAMES`
+shows its first names with the rest folded into a ``<details>`` element. The page has
+its CSS inline and loads nothing: it opens from a file, offline, without JavaScript.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from hetero.core.memory.hierarchy import format_bytes
 from hetero.core.partition.dot import backend_colors
-from hetero.core.partition.report import describe
+from hetero.core.partition.report import SHOWN_NAMES, describe, format_us
 
 if TYPE_CHECKING:
     from hetero.core.partition.partition import Partition
@@ -28,7 +31,9 @@ th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border: 1px solid #666;
           vertical-align: middle; margin-right: 0.3em; }
-.nodes { max-width: 40em; font-size: 0.85em; color: #444; }
+.names { max-width: 40em; font-size: 0.85em; color: #444; overflow-wrap: anywhere;
+         word-break: break-word; white-space: normal; }
+details.names summary { cursor: pointer; }
 """
 
 _LANE = 28
@@ -45,8 +50,8 @@ def to_html(part: Partition) -> str:
         f"<h1>{escape(title)}</h1>",
         (f"<p>{len(part.graph.nodes)} nodes in {len(part.regions)} region(s) over "
          f"{escape(', '.join(data['targets']))}; policy {escape(data['policy'])}, fallback "
-         f"{escape(data['fallback'])}. Estimated {_us(data['est_compute_seconds'])} compute + "
-         f"{_us(data['est_transfer_seconds'])} transfers.</p>"),
+         f"{escape(data['fallback'])}. Estimated {format_us(data['est_compute_seconds'])} compute + "
+         f"{format_us(data['est_transfer_seconds'])} transfers.</p>"),
         "<p>" + " ".join(f"{_swatch(colors[b])}{escape(b)}" for b in colors) + "</p>",
         "<h2>Regions in execution order</h2>",
         _sketch(part, colors),
@@ -57,6 +62,13 @@ def to_html(part: Partition) -> str:
         _regions(data, colors),
         "<h2>Transfers</h2>",
         _transfers(data),
+        "<h2>Memory</h2>",
+        "<p>One arena of intermediates per memory space.</p>",
+        _memory(data),
+        "<h2>Composites</h2>",
+        "<p>Pattern matches, accepted by the pattern's check, and placed whole.</p>",
+        _composites(data),
+        *_estimate_problems(data),
         f"<h2>Not on the preferred backend ({len(data['not_preferred'])} node(s))</h2>",
         _moved(data),
     ]
@@ -93,7 +105,7 @@ def _sketch(part: Partition, colors: dict[str, str]) -> str:
         w = len(r.nodes) * scale
         y = lanes[r.backend] * _LANE + 3
         tip = (f"{r.name} on {r.backend}: {len(r.nodes)} node(s), "
-               f"{_us(part.estimates[r.name])}, {len(part.transfers_in(r))} transfer(s) in")
+               f"{format_us(part.estimates[r.name])}, {len(part.transfers_in(r))} transfer(s) in")
         parts.append(f'<g><title>{escape(tip)}</title><rect x="{x:.1f}" y="{y}" '
                      f'width="{max(w, 1.0):.1f}" height="{_LANE - 6}" fill="{colors[r.backend]}" '
                      'stroke="#333" stroke-width="0.5"/></g>')
@@ -125,12 +137,12 @@ def _regions(data: dict[str, Any], colors: dict[str, str]) -> str:
             f'<td style="background: {color}">{escape(r["name"])}</td>',
             f"<td>{_swatch(color)}{escape(r['backend'])}</td>",
             f'<td class="num">{len(r["nodes"])}</td>',
-            f'<td class="num">{_us(r["est_seconds"])}</td>',
-            _cell(", ".join(r["inputs"])),
-            _cell(", ".join(r["outputs"])),
-            _cell(", ".join(r["transfers_in"]) or "-"),
-            _cell(", ".join(r["transfers_out"]) or "-"),
-            f'<td class="nodes">{escape(", ".join(r["nodes"]))}</td>',
+            f'<td class="num">{format_us(r["est_seconds"])}</td>',
+            _names(r["inputs"]),
+            _names(r["outputs"]),
+            _names(r["transfers_in"]),
+            _names(r["transfers_out"]),
+            _names(r["nodes"]),
         ]
         lines.append("<tr>" + "".join(cells) + "</tr>")
     lines.append("</table>")
@@ -143,17 +155,59 @@ def _transfers(data: dict[str, Any]) -> str:
     rows = [["value", "from", "to", "bytes", "estimate"]]
     rows += [[t["value"], f"{t['from']} ({t['src_region'] or 'input'})",
               f"{t['to']} ({t['dst_region'] or 'output'})", format_bytes(t["nbytes"]),
-              _us(t["est_seconds"])] for t in data["transfers"]]
+              format_us(t["est_seconds"])] for t in data["transfers"]]
     return _table(rows)
+
+
+def _memory(data: dict[str, Any]) -> str:
+    if not data["memory"]:
+        return "<p>none</p>"
+    rows = [["space", "tensors", "planned", "naive sum", "lower bound", "planned/lower"]]
+    rows += [[m["space"], m["tensors"], format_bytes(m["planned_bytes"]), format_bytes(m["naive_bytes"]),
+              format_bytes(m["lower_bound_bytes"]), f"{m['ratio']:.3f}"] for m in data["memory"]]
+    return _table(rows)
+
+
+def _composites(data: dict[str, Any]) -> str:
+    if not data["composites"]:
+        return "<p>none: no selected backend declares a pattern</p>"
+    rows = [["backend", "pattern", "matched", "accepted", "placed", "refused"]]
+    rows += [[c["backend"], c["pattern"], c["matched"], c["accepted"], c["placed"],
+              "; ".join(f"{n}: {why}" for why, n in c["refused"].items()) or "-"]
+             for c in data["composites"]]
+    return _table(rows)
+
+
+def _estimate_problems(data: dict[str, Any]) -> list[str]:
+    if not data["estimate_problems"]:
+        return []
+    rows = [["region", "backend", "problem"]]
+    rows += [[e["region"], e["backend"], e["problem"]] for e in data["estimate_problems"]]
+    return ["<h2>Estimates that failed</h2>",
+            "<p>Those regions are costed as unknown.</p>", _table(rows)]
 
 
 def _moved(data: dict[str, Any]) -> str:
     if not data["not_preferred"]:
         return "<p>none: every node is on its preferred backend</p>"
-    rows = [["node", "op", "placed on", "preferred", "reason"]]
-    rows += [[m["node"], m["op"], m["backend"], m["preferred"], m["reason"]]
-             for m in data["not_preferred"]]
-    return _table(rows)
+    lines = ["<table>", _head(["nodes", "ops", "placed on", "preferred", "reason", "node names"])]
+    for g in data["not_preferred_groups"]:
+        cells = [_cell(g["count"]), _cell(", ".join(g["ops"])), _cell(g["backend"]),
+                 _cell(g["preferred"]), _cell(g["reason"]), _names(g["nodes"])]
+        lines.append("<tr>" + "".join(cells) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def _names(names: list[str]) -> str:
+    """A cell of names that wraps in its column; past SHOWN_NAMES the rest fold away."""
+    if not names:
+        return '<td class="names">-</td>'
+    if len(names) <= SHOWN_NAMES:
+        return f'<td><div class="names">{escape(", ".join(names))}</div></td>'
+    head = escape(", ".join(names[:SHOWN_NAMES]))
+    return (f'<td><details class="names"><summary>{head} and {len(names) - SHOWN_NAMES} more'
+            f'</summary>{escape(", ".join(names))}</details></td>')
 
 
 def _table(rows: list[list[Any]]) -> str:
@@ -176,6 +230,3 @@ def _cell(value: Any) -> str:
 def _swatch(color: str) -> str:
     return f'<span class="swatch" style="background: {color}"></span>'
 
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.3g} µs"

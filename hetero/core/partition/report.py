@@ -2,18 +2,27 @@
 
 Both say the same things in a stable order: the ops × backends coverage, every region
 (backend, nodes, estimated time, transfers in and out), every transfer, the memory
-plan of each space, and every node that did not land on its preferred backend, with
-the reason.
+plan of each space, the composite patterns matched and how often, every estimate a
+backend could not make, and every node that did not land on its preferred backend,
+with the reason. The text groups the nodes that share a reason ("67 nodes -> llvm_cpu:
+npu_sim computes int8 only: quantise the model first") and folds their names after
+:data:`SHOWN_NAMES`; the dict keeps every node as well as the groups.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hetero.core.memory.hierarchy import format_bytes
 
 if TYPE_CHECKING:
+    from hetero.core.partition.assign import Choice
     from hetero.core.partition.partition import Partition
+
+#: How many node names a folded list shows before "and N more".
+SHOWN_NAMES = 5
 
 
 def coverage(part: Partition) -> dict[str, dict[str, Any]]:
@@ -32,6 +41,56 @@ def coverage(part: Partition) -> dict[str, dict[str, Any]]:
     for row in table.values():
         row["placed"] = dict(sorted(row["placed"].items()))
     return dict(sorted(table.items()))
+
+
+def composites(part: Partition) -> list[dict[str, Any]]:
+    """Per backend pattern (targets' order, then pattern name): how many times it matched,
+    how many matches its check accepted, how many landed whole in the partition, and
+    the reasons of the refused ones with their counts."""
+    annotation = part.assignment.annotation
+    placed = part.assignment.composites()
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for b in annotation.backends:
+        for pattern in b.patterns:
+            rows.setdefault((b.name, pattern.name), {
+                "backend": b.name, "pattern": pattern.name, "matched": 0, "accepted": 0,
+                "placed": 0, "refused": {}})
+    for c in annotation.composites:
+        row = rows[(c.backend, c.pattern)]
+        row["matched"] += 1
+        if c.support.ok:
+            row["accepted"] += 1
+        else:
+            row["refused"][c.support.reason] = row["refused"].get(c.support.reason, 0) + 1
+    for c in placed:
+        rows[(c.backend, c.pattern)]["placed"] += 1
+    order = {name: i for i, name in enumerate(annotation.names)}
+    return sorted(rows.values(), key=lambda r: (order[r["backend"]], r["pattern"]))
+
+
+def reason_groups(moved: Iterable[Choice]) -> list[dict[str, Any]]:
+    """The ``moved`` choices grouped by (backend, reason): largest group first, then in
+    the order each group first appears; each with its ops (most frequent first) and
+    nodes in graph order."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in moved:
+        group = groups.setdefault((c.backend, c.reason), {
+            "backend": c.backend, "preferred": c.preferred, "reason": c.reason, "count": 0,
+            "ops": {}, "nodes": []})
+        group["count"] += 1
+        group["ops"][c.op] = group["ops"].get(c.op, 0) + 1
+        group["nodes"].append(c.node)
+    for group in groups.values():
+        group["ops"] = dict(sorted(group["ops"].items(), key=lambda kv: (-kv[1], kv[0])))
+    return sorted(groups.values(), key=lambda g: -g["count"])
+
+
+def fold(names: Sequence[str], shown: int = SHOWN_NAMES) -> str:
+    """``names`` joined by commas, the ones after the first ``shown`` folded into
+    "and N more"."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
 def describe(part: Partition) -> dict[str, Any]:
@@ -58,6 +117,7 @@ def describe(part: Partition) -> dict[str, Any]:
                 "inputs": [v.name for v in part.inputs(r)],
                 "outputs": [v.name for v in part.outputs(r)],
                 "est_seconds": part.estimates[r.name],
+                "estimate_problem": part.estimate_problems.get(r.name),
                 "transfers_in": [t.value for t in part.transfers_in(r)],
                 "transfers_out": [t.value for t in part.transfers_out(r)],
             }
@@ -70,11 +130,17 @@ def describe(part: Partition) -> dict[str, Any]:
              "tensors": len(plan.allocations)}
             for space, plan in part.memory.items()
         ],
+        "composites": composites(part),
+        "estimate_problems": [
+            {"region": r.name, "backend": r.backend, "problem": part.estimate_problems[r.name]}
+            for r in part.regions if r.name in part.estimate_problems
+        ],
         "not_preferred": [
             {"node": c.node, "op": c.op, "backend": c.backend, "preferred": c.preferred,
              "reason": c.reason}
             for c in assignment.moved()
         ],
+        "not_preferred_groups": reason_groups(assignment.moved()),
     }
 
 
@@ -85,8 +151,8 @@ def format_report(part: Partition) -> str:
     lines = [
         (f"partition of {data['graph']}: {len(part.graph.nodes)} nodes in {len(part.regions)} "
          f"region(s) over {', '.join(names)}; policy {data['policy']}, fallback {data['fallback']}"),
-        (f"estimated {_us(data['est_compute_seconds'])} compute + "
-         f"{_us(data['est_transfer_seconds'])} transfers"),
+        (f"estimated {format_us(data['est_compute_seconds'])} compute + "
+         f"{format_us(data['est_transfer_seconds'])} transfers"),
         "",
         "coverage (nodes each backend takes / nodes of the op)",
     ]
@@ -99,7 +165,7 @@ def format_report(part: Partition) -> str:
     lines += ["", "regions (in execution order)"]
     rows = [["region", "backend", "nodes", "estimate", "in", "out"]]
     for r in part.regions:
-        rows.append([r.name, r.backend, str(len(r.nodes)), _us(part.estimates[r.name]),
+        rows.append([r.name, r.backend, str(len(r.nodes)), format_us(part.estimates[r.name]),
                      _moves(part.transfers_in(r)), _moves(part.transfers_out(r))])
     lines += _table(rows)
     lines += ["", "transfers"]
@@ -107,7 +173,7 @@ def format_report(part: Partition) -> str:
         rows = [["value", "from", "to", "bytes", "estimate"]]
         rows += [[t.value, f"{t.src_backend} ({t.src_region or 'input'})",
                   f"{t.dst_backend} ({t.dst_region or 'output'})", format_bytes(t.nbytes),
-                  _us(t.est_seconds)] for t in part.transfers]
+                  format_us(t.est_seconds)] for t in part.transfers]
         lines += _table(rows)
     else:
         lines.append("  none")
@@ -120,21 +186,48 @@ def format_report(part: Partition) -> str:
         lines += _table(rows)
     else:
         lines.append("  none")
+    lines += ["", "composites (pattern matches, accepted by the pattern's check, placed whole)"]
+    if data["composites"]:
+        rows = [["backend", "pattern", "matched", "accepted", "placed"]]
+        rows += [[c["backend"], c["pattern"], str(c["matched"]), str(c["accepted"]), str(c["placed"])]
+                 for c in data["composites"]]
+        lines += _table(rows)
+        lines += [f"  {c['backend']} {c['pattern']}: {n} refused: {why}"
+                  for c in data["composites"] for why, n in c["refused"].items()]
+    else:
+        lines.append("  none: no selected backend declares a pattern")
+    if data["estimate_problems"]:
+        lines += ["", "estimates that failed (those regions are costed as unknown)"]
+        lines += [f"  {e['region']} ({e['backend']}): {e['problem']}" for e in data["estimate_problems"]]
     moved = data["not_preferred"]
     lines += ["", f"not on the preferred backend ({names[0]}): {len(moved)} node(s)"]
-    lines += [f"  {m['node']} ({m['op']}) -> {m['backend']}: {m['reason']}" for m in moved]
+    lines += _groups(data["not_preferred_groups"])
     return "\n".join(lines)
 
 
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.3g} µs"
+def _groups(groups: list[dict[str, Any]]) -> list[str]:
+    """One line per group of one node; a count line and a folded names line otherwise."""
+    lines = []
+    for g in groups:
+        if g["count"] == 1:
+            lines.append(f"  {g['nodes'][0]} ({next(iter(g['ops']))}) -> {g['backend']}: {g['reason']}")
+            continue
+        ops = ", ".join(g["ops"])
+        lines.append(f"  {g['count']} nodes ({ops}) -> {g['backend']}: {g['reason']}")
+        lines.append(f"    {fold(g['nodes'])}")
+    return lines
+
+
+def format_us(seconds: float) -> str:
+    """Seconds in µs to three digits; "unknown" for an estimate a backend could not make."""
+    return f"{seconds * 1e6:.3g} µs" if math.isfinite(seconds) else "unknown"
 
 
 def _moves(transfers: list[Any]) -> str:
     if not transfers:
         return "-"
     total = sum(t.nbytes for t in transfers)
-    return f"{len(transfers)} ({format_bytes(total)}, {_us(sum(t.est_seconds for t in transfers))})"
+    return f"{len(transfers)} ({format_bytes(total)}, {format_us(sum(t.est_seconds for t in transfers))})"
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -17,15 +17,17 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from toyplugin import plugin_source, run_hetero, write_distribution
+from toyplugin import ToyBackend, plugin_source, run_hetero, write_distribution
 
 import hetero
 from hetero import GraphBuilder
 from hetero.core.frontend.light import resolve_model
+from hetero.core.memory import format_bytes
 from hetero.core.partition import partition_graph
 from hetero.core.partition.dot import FALLBACK_COLOR, PALETTE, TRANSFER_COLOR, to_dot
 from hetero.core.partition.html import to_html
-from hetero.core.plugin import get_backend
+from hetero.core.passes.pattern import Op, Var
+from hetero.core.plugin import Pattern, get_backend
 
 _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(->|[{}\[\];,=])|([A-Za-z_0-9.#]+))', re.DOTALL)
 
@@ -135,6 +137,41 @@ def test_html_is_well_formed_self_contained_and_says_what_the_report_says(site) 
     assert f'<td style="background: {PALETTE[0]}">r0</td>' in page
     assert f'<td style="background: {FALLBACK_COLOR}">r1</td>' in page
     assert "<style>" in page and "<link" not in page
+
+
+
+def test_html_groups_reasons_folds_long_lists_and_shows_memory_composites_and_failed_estimates() -> None:
+    class Blind(ToyBackend):
+        def estimate(self, subgraph):  # noqa: ANN001, ANN201 - a cost model that fails
+            raise RuntimeError("no cost model")
+
+    acc = Blind("acc", ops=("Relu",))
+    acc.patterns = (Pattern("relu_relu", Op("Relu", Op("Relu", Var("x")))),)
+    b = GraphBuilder("g")
+    v = b.input("x", (1, 64))
+    for i in range(12):
+        v = b.Neg(v, name=f"neg{i}")
+    b.output(b.Relu(b.Relu(v, name="r1"), name="r2"))
+    part = partition_graph(b.build(), [acc, ToyBackend("cpu", ops=("Relu", "Neg"))], fallback="cpu",
+                           min_ratio=0)
+    page = to_html(part)
+    checker = html_check(page)
+    text = " ".join(checker.text)
+    for heading in ("Memory", "Composites", "Estimates that failed", "Not on the preferred backend (12 node(s))"):
+        assert heading in checker.text
+    # The memory table holds the text report's numbers.
+    for m in part.to_dict()["memory"]:
+        assert (f"<tr><td>{m['space']}</td><td class=\"num\">{m['tensors']}</td><td>"
+                f"{format_bytes(m['planned_bytes'])}</td><td>{format_bytes(m['naive_bytes'])}</td><td>"
+                f"{format_bytes(m['lower_bound_bytes'])}</td><td>{m['ratio']:.3f}</td></tr>") in page
+    assert "<td>acc</td><td>relu_relu</td><td class=\"num\">1</td>" in page
+    assert "acc.estimate() raised RuntimeError: no cost model" in text
+    # One row for the twelve Negs, their names wrapping in a folded list.
+    assert page.count("acc does not implement Neg") == 1
+    assert ('<td><details class="names"><summary>neg0, neg1, neg2, neg3, neg4 and 7 more</summary>'
+            + ", ".join(f"neg{i}" for i in range(12)) + "</details></td>") in page
+    css = page[page.index("<style>"):page.index("</style>")]
+    assert re.search(r"\.names \{[^}]*overflow-wrap: anywhere", css)
 
 
 def resnet50_partition(site):
