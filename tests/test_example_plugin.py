@@ -203,6 +203,7 @@ def test_hetero_plugins_lists_the_example(installed: tuple[Path, PluginSet]) -> 
     assert "hetero-example-backend" in row and "npu" in row and "DRAM 1 GiB > SRAM 256 KiB" in row
 
 
+@pytest.mark.slow
 def test_the_installed_example_passes_the_conformance_suite(tmp_path: Path) -> None:
     """The README's test command pip-installs the example; the suite checks that install."""
     from importlib.metadata import PackageNotFoundError, distribution

@@ -213,6 +213,7 @@ def test_unknown_backend_fails_the_load_check(pytester: pytest.Pytester, site: o
     result.stdout.fnmatch_lines(["*no backend named 'nosuch'*"])
 
 
+@pytest.mark.slow
 def test_cli_conformance_runs_the_suite_and_prints_the_matrix(site: object, tmp_path: Path) -> None:
     site.install("hetero-toy", "1.0", {"toy": plugin_source("toy", ops=("Relu", "Add"))})
     junit = tmp_path / "junit.xml"
@@ -222,6 +223,7 @@ def test_cli_conformance_runs_the_suite_and_prints_the_matrix(site: object, tmp_
     assert 'classname="suite" name="test_op[Relu-float32]"' in junit.read_text()
 
 
+@pytest.mark.slow
 def test_cli_conformance_exits_1_on_failure(site: object) -> None:
     site.install("hetero-buggy", "1.0", {"buggy": textwrap.dedent(BUGGY_RELU)})
     done = run_hetero(site.path, "conformance", "buggy", "--ops", "Relu", "--max-examples", "1")
