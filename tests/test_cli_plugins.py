@@ -100,3 +100,60 @@ def test_a_mistyped_backend_name_gets_did_you_mean(site: Path) -> None:
     result = hetero(site, "toy_cup")
     assert result.returncode == 2
     assert "did you mean 'toy_cpu'" in result.stderr and "Traceback" not in result.stderr
+
+
+#: A plugin whose import never returns: it waits on an event nobody sets.
+HANGS = "import threading\nthreading.Event().wait()\n"
+
+
+@pytest.mark.slow
+def test_isolated_reports_a_hanging_import_and_lists_the_others(site: Path) -> None:
+    write_distribution(site, "hetero-hang", "1.0", {"hang": "cli_hang_plugin"},
+                       {"cli_hang_plugin": plugin_source("hang_npu", body=HANGS)})
+    # Each child's start-up, and then its plugin's import, get 20 s on their own: the
+    # hanging import exceeds any limit, the good one's needs a fraction of a second.
+    result = hetero(site, "--isolated", "--timeout", "20", HETERO_PLUGINS="toy,bad,hang")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if line.split()[:1] == ["toy_cpu"])
+    assert row.split() == ["toy_cpu", "1.0", "hetero-toy", "0.3.1", "cpu", "3", "DRAM", "1", "GiB"]
+    assert "Broken plugins (2), skipped:" in lines
+    assert "  bad (hetero-bad 2.0): cannot import cli_bad_plugin: ImportError: no libbad" in lines
+    hang = next(line for line in lines if line.startswith("  hang (hetero-hang 1.0): "))
+    assert hang.endswith(
+        "import did not finish within 20 s (its hetero_backends hook included), so the isolated "
+        "child was stopped; in-process it would block every hetero command that loads plugins: "
+        "set HETERO_DISABLE_PLUGINS=hang until it is fixed"
+    )
+
+
+@pytest.mark.slow
+def test_isolated_json_is_the_plain_json(site: Path) -> None:
+    plain = json.loads(hetero(site, "--json", HETERO_PLUGINS="toy,bad").stdout)
+    result = hetero(site, "--isolated", "--json", HETERO_PLUGINS="toy,bad")
+    assert result.returncode == 0, result.stderr
+    isolated = json.loads(result.stdout)
+    for data in (plain, isolated):
+        for record in data["plugins"]:
+            assert "Traceback" in record.pop("traceback") or record["status"] != "broken"
+    assert isolated == plain
+    detail = hetero(site, "toy_cpu", "--isolated", HETERO_PLUGINS="toy")
+    assert detail.returncode == 0, detail.stderr
+    assert "backend       toy_cpu 1.0 (cpu)" in detail.stdout
+
+
+def test_help_says_an_in_process_import_cannot_be_bounded(site: Path) -> None:
+    result = hetero(site, "--help")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "--isolated" in text and "--timeout SECONDS" in text
+    assert "a hanging import cannot be interrupted and blocks the command" in text
+
+
+def test_a_timeout_must_be_positive(site: Path) -> None:
+    result = hetero(site, "--timeout", "0")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "hetero plugins: error: --timeout must be a positive number of seconds, got 0"
+    )
+

@@ -64,9 +64,10 @@ def hetero_backends() -> list[Backend]:
 
     Each backend must be an instance of :class:`hetero.core.plugin.Backend` whose
     declarations pass :func:`hetero.core.plugin.validate_backend`, and its name
-    must be unique among all installed backends. A plugin that breaks any of these
-    rules, or whose hook raises, is skipped whole and reported as broken with the
-    reason; the other plugins load as usual.
+    must be unique among all installed backends (the names of the backends and
+    plugins bundled with hetero are never given to another plugin). A plugin that
+    breaks any of these rules, or whose hook raises, is skipped whole and reported
+    as broken with the reason; the other plugins load as usual.
 
     Keep this hook cheap: build the backend objects, but defer compiler start-up,
     device queries and large imports to the first ``compile``.

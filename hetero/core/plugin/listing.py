@@ -1,112 +1,190 @@
-"""What ``hetero plugins`` shows: a text table for people, a JSON-ready dict for tools."""
+"""What ``hetero plugins`` shows: a text table for people, a JSON-ready dict for tools.
+
+Both are rendered from a :class:`PluginListing`, plain data about each backend and
+each plugin's record. :func:`listing_of` makes one from the plugins this process
+loaded; :func:`hetero.core.plugin.isolated.isolated_listing` makes one from plugins
+imported in child processes, so the same table shows either way.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from hetero.core.plugin.manager import ENTRY_POINT_GROUP, PluginSet
+from hetero.core.memory.hierarchy import MemoryHierarchy, MemoryLevel
+from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.manager import (
+    ENTRY_POINT_GROUP, PluginRecord, PluginSet, unknown_backend_message,
+)
+from hetero.errors import UnknownBackendError
 
 
-def describe_plugins(plugins: PluginSet) -> dict[str, Any]:
-    """Every backend's declarations and every plugin's record, as JSON-ready data."""
-    backends = []
-    for name, backend in plugins.backends.items():
-        record = plugins.provided_by[name]
-        backends.append({
+def declarations(backend: Backend) -> dict[str, Any]:
+    """A backend's declarations as JSON-ready data: name, version, device, ops, patterns, memory."""
+    return {
+        "name": backend.name,
+        "version": backend.version,
+        "device_kind": backend.device_kind,
+        "peak_gflops": float(backend.peak_gflops),
+        "ops": sorted(backend.supported_ops),
+        "patterns": [{"name": p.name, "pattern": repr(p.pattern)} for p in backend.patterns],
+        "memory": [asdict(level) for level in backend.memory or ()],
+    }
+
+
+@dataclass(frozen=True)
+class PluginListing:
+    """Every available backend's declarations (:func:`declarations`) and every plugin's record.
+
+    ``provided_by`` names the record of the plugin behind each backend.
+    """
+
+    backends: Mapping[str, Mapping[str, Any]]
+    records: tuple[PluginRecord, ...]
+    provided_by: Mapping[str, PluginRecord]
+    selection_problems: tuple[str, ...] = ()
+
+    @property
+    def broken(self) -> list[PluginRecord]:
+        """The plugins that failed to load."""
+        return [r for r in self.records if r.status == "broken"]
+
+    @property
+    def disabled(self) -> list[PluginRecord]:
+        """The plugins left out by ``HETERO_PLUGINS`` or ``HETERO_DISABLE_PLUGINS``."""
+        return [r for r in self.records if r.status == "disabled"]
+
+    def backend(self, name: str) -> dict[str, Any]:
+        """Backend ``name`` as JSON-ready data, with the plugin and distribution it comes from.
+
+        An unknown ``name`` raises UnknownBackendError with a did-you-mean.
+        """
+        if name not in self.backends:
+            raise UnknownBackendError(
+                unknown_backend_message(name, self.backends, self.records, self.selection_problems)
+            )
+        declared = dict(self.backends[name])
+        record = self.provided_by[name]
+        return {
             "name": name,
-            "version": backend.version,
-            "device_kind": backend.device_kind,
+            "version": declared.pop("version"),
+            "device_kind": declared.pop("device_kind"),
             "plugin": record.name,
             "distribution": record.distribution,
             "distribution_version": record.version,
-            "peak_gflops": backend.peak_gflops,
-            "ops": sorted(backend.supported_ops),
-            "patterns": [{"name": p.name, "pattern": repr(p.pattern)} for p in backend.patterns],
-            "memory": [asdict(level) for level in backend.memory or ()],
-        })
+            "bundled": record.bundled,
+            **{k: v for k, v in declared.items() if k != "name"},
+        }
+
+
+def listing_of(plugins: PluginSet) -> PluginListing:
+    """The listing of the plugins loaded in this process."""
+    return PluginListing(
+        {name: declarations(backend) for name, backend in plugins.backends.items()},
+        plugins.records, plugins.provided_by, plugins.selection_problems,
+    )
+
+
+def describe_plugins(plugins: PluginSet | PluginListing) -> dict[str, Any]:
+    """Every backend's declarations and every plugin's record, as JSON-ready data."""
+    listing = _listing(plugins)
     records = [
         {
             "name": r.name,
             "target": r.target,
             "distribution": r.distribution,
             "version": r.version,
+            "bundled": r.bundled,
             "status": r.status,
             "backends": list(r.backends),
             "error": r.error,
             "disabled_by": r.disabled_by,
             "traceback": r.traceback,
         }
-        for r in plugins.records
+        for r in listing.records
     ]
     return {
         "entry_point_group": ENTRY_POINT_GROUP,
-        "backends": backends,
+        "backends": [listing.backend(name) for name in listing.backends],
         "plugins": records,
-        "selection_problems": list(plugins.selection_problems),
+        "selection_problems": list(listing.selection_problems),
     }
 
 
-def format_plugins(plugins: PluginSet) -> str:
+def format_plugins(plugins: PluginSet | PluginListing) -> str:
     """The text form: a table of backends, then the broken and the disabled plugins."""
-    if not plugins.records and not plugins.selection_problems:
+    listing = _listing(plugins)
+    if not listing.records and not listing.selection_problems:
         return (
             "No hetero plugins are installed.\n"
             f"Backends come from packages that declare the {ENTRY_POINT_GROUP!r} entry point "
             "(see hetero.core.plugin.hookspecs)."
         )
     lines: list[str] = []
-    if plugins.backends:
+    if listing.backends:
         rows = [("backend", "version", "distribution", "device", "ops", "memory")]
-        for name, backend in plugins.backends.items():
-            record = plugins.provided_by[name]
+        for name in listing.backends:
+            backend = listing.backend(name)
+            memory = _memory(backend)
             rows.append((
                 name,
-                backend.version,
-                f"{record.distribution} {record.version}",
-                backend.device_kind,
-                str(len(backend.supported_ops)),
-                backend.memory.summary() if backend.memory is not None else "-",
+                backend["version"],
+                f"{backend['distribution']} {backend['distribution_version']}",
+                backend["device_kind"],
+                str(len(backend["ops"])),
+                memory.summary() if memory is not None else "-",
             ))
         lines.append(f"Backends ({len(rows) - 1}):")
         lines += ["  " + line for line in _table(rows)]
     else:
         lines.append("No backends are available.")
-    if plugins.broken:
+    if listing.broken:
         lines.append("")
-        lines.append(f"Broken plugins ({len(plugins.broken)}), skipped:")
-        lines += [f"  {r.label}: {r.error}" for r in plugins.broken]
-    if plugins.disabled:
+        lines.append(f"Broken plugins ({len(listing.broken)}), skipped:")
+        lines += [f"  {r.label}: {r.error}" for r in listing.broken]
+    if listing.disabled:
         lines.append("")
-        lines.append(f"Disabled plugins ({len(plugins.disabled)}):")
-        lines += [f"  {r.label}: disabled by {r.disabled_by}" for r in plugins.disabled]
-    if plugins.selection_problems:
+        lines.append(f"Disabled plugins ({len(listing.disabled)}):")
+        lines += [f"  {r.label}: disabled by {r.disabled_by}" for r in listing.disabled]
+    if listing.selection_problems:
         lines.append("")
         lines.append("Plugin selection:")
-        lines += [f"  {problem}" for problem in plugins.selection_problems]
+        lines += [f"  {problem}" for problem in listing.selection_problems]
     return "\n".join(lines)
 
 
-def format_backend(plugins: PluginSet, name: str) -> str:
+def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
     """One backend in detail: where it comes from, its ops, patterns and memory hierarchy.
 
     An unknown ``name`` raises UnknownBackendError with a did-you-mean.
     """
-    backend = plugins.get(name)
-    record = plugins.provided_by[name]
+    listing = _listing(plugins)
+    backend = listing.backend(name)
+    ops = backend["ops"]
     lines = [
-        f"backend       {name} {backend.version} ({backend.device_kind})",
-        f"plugin        {record.label}",
-        f"peak          {backend.peak_gflops:g} GFLOP/s",
-        f"ops ({len(backend.supported_ops)})".ljust(14) + ", ".join(sorted(backend.supported_ops)),
+        f"backend       {name} {backend['version']} ({backend['device_kind']})",
+        f"plugin        {listing.provided_by[name].label}",
+        f"peak          {backend['peak_gflops']:g} GFLOP/s",
+        f"ops ({len(ops)})".ljust(14) + ", ".join(ops),
     ]
-    if backend.patterns:
+    if backend["patterns"]:
         lines.append("patterns")
-        lines += [f"  {p.name}: {p.pattern!r}" for p in backend.patterns]
-    if backend.memory is not None:
+        lines += [f"  {p['name']}: {p['pattern']}" for p in backend["patterns"]]
+    memory = _memory(backend)
+    if memory is not None:
         lines.append("memory")
-        lines += ["  " + line for line in str(backend.memory).splitlines()]
+        lines += ["  " + line for line in str(memory).splitlines()]
     return "\n".join(lines)
+
+
+def _listing(plugins: PluginSet | PluginListing) -> PluginListing:
+    return plugins if isinstance(plugins, PluginListing) else listing_of(plugins)
+
+
+def _memory(backend: Mapping[str, Any]) -> MemoryHierarchy | None:
+    levels = backend["memory"]
+    return MemoryHierarchy([MemoryLevel(**level) for level in levels]) if levels else None
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
