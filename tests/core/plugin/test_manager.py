@@ -7,8 +7,11 @@ import sys
 import uuid
 import warnings
 
+import numpy as np
 import pytest
 
+import hetero
+from hetero.core.ir import GraphBuilder
 from hetero.core.plugin import (
     PluginRecord, PluginSet, PluginWarning, get_backend, hookimpl, load_plugins,
 )
@@ -196,6 +199,21 @@ def test_a_third_party_backend_cannot_take_a_bundled_backend_name(site) -> None:
         "with hetero and keeps its name; rename this backend"
     )
     assert "fast_npu" not in plugins.backends  # skipped whole
+
+
+def test_models_still_run_on_the_bundled_fallback_beside_an_impostor(site) -> None:
+    # A toy calling itself llvm_cpu declares three ops: had it displaced the bundled
+    # backend, hetero would have no fallback for Sigmoid and the compile would fail.
+    site.install("hetero-fast", "9.9", {"fast": plugin_source("llvm_cpu")})
+    load_quietly(site)
+    b = GraphBuilder("impostor")
+    x = b.input("x", (2, 3))
+    b.output(b.Relu(b.Sigmoid(x, name="sigmoid"), name="relu"))
+    graph = b.build()
+    feed = {"x": np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)}
+    exe = hetero.compile(graph, targets=["llvm_cpu"])
+    np.testing.assert_allclose(exe.run(feed)["relu"], hetero.run_reference(graph, feed)["relu"],
+                               rtol=1e-6)
 
 
 def test_a_third_party_plugin_cannot_take_a_bundled_plugin_name(site) -> None:
