@@ -23,13 +23,28 @@ class UsageError(HeteroError):
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model and the options that say how to read it, for every model-taking command."""
+    """The model and the options that say how to read it, the same for every model-taking
+    command: the input shapes, the element budget, random weights, the graph passes and
+    quantisation. ``--quiet`` turns the progress display off."""
     parser.add_argument("model", help="an .onnx file, or light:NAME for a model onnx ships "
                         "(light:resnet50, light:squeezenet, ...)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
                         help="fix a dynamic input shape, e.g. input=1,3,224,224")
     parser.add_argument("--max-elements", type=int, default=None,
                         help="element budget of any one tensor (default 2**30)")
+    parser.add_argument("--random-weights", type=int, metavar="SEED",
+                        help="replace the model's weights by seeded random ones first")
+    parser.add_argument("--no-optimize", action="store_true", help="skip the graph passes")
+    add_quantize_arguments(parser)
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="show no progress (it shows only on a terminal anyway)")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """--input and --seed: the arrays a model runs on."""
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="an input array (default: seeded standard-normal data)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
 
 
 def add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") -> None:
@@ -108,14 +123,66 @@ def placement(args: argparse.Namespace) -> dict[str, object]:
     return {"policy": args.policy, "overrides": overrides}
 
 
-def load(args: argparse.Namespace, model: object = None) -> Any:
-    """Import the model named on the command line (or the given ModelProto)."""
-    import hetero
+def model_source(args: argparse.Namespace, proto: bool = False) -> Any:
+    """The model the command line names: its path, or its ModelProto when ``proto`` is set
+    or ``--random-weights`` replaced its weights."""
     from hetero.core.frontend.light import resolve_model
+    from hetero.core.frontend.onnx import randomize_weights
+    from hetero.core.frontend.onnx.loader import read_model
+
+    path = resolve_model(args.model)
+    if args.random_weights is None and not proto:
+        return path
+    model = read_model(path).model
+    return model if args.random_weights is None else randomize_weights(model, args.random_weights)
+
+
+def import_graph(args: argparse.Namespace, source: Any = None) -> Any:
+    """The model imported as the command line asks (input shapes, element budget, random
+    weights); ``source`` is the path or ModelProto from :func:`model_source`."""
+    import hetero
 
     options = {} if args.max_elements is None else {"max_elements": args.max_elements}
-    source = model if model is not None else resolve_model(args.model)
-    return hetero.load_onnx(source, parse_shapes(args.input_shape), **options)
+    source = model_source(args) if source is None else source
+    with stage("import"):
+        return hetero.load_onnx(source, parse_shapes(args.input_shape), **options)
+
+
+def load_graph(args: argparse.Namespace, source: Any = None) -> Any:
+    """:func:`import_graph`, then :func:`optimized`: the graph whose node names every
+    command shows."""
+    return optimized(args, import_graph(args, source))
+
+
+def optimized(args: argparse.Namespace, graph: Any) -> Any:
+    """``graph`` after the graph passes, unless ``--no-optimize``."""
+    import hetero
+
+    if args.no_optimize:
+        return graph
+    with stage("optimise"):
+        return hetero.optimize(graph)
+
+
+def backends_for(args: argparse.Namespace) -> list:
+    """The backends --targets names, in order, with the fallback appended when absent."""
+    from hetero.core.compiler import FALLBACK
+    from hetero.core.plugin.manager import get_backend
+
+    names = target_names(args)
+    return [get_backend(n) for n in (names if FALLBACK in names else [*names, FALLBACK])]
+
+
+def target_names(args: argparse.Namespace) -> list[str]:
+    """The names --targets lists."""
+    return [t for t in args.targets.split(",") if t]
+
+
+def stage(name: str) -> Any:
+    """A context that shows ``name`` as the current stage on the progress display."""
+    from hetero.core import progress
+
+    return progress.stage(name)
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
@@ -139,9 +206,9 @@ def make_inputs(graph: Any, args: argparse.Namespace) -> dict[str, object]:
     given = {}
     for item in args.input:
         name, sep, path = item.partition("=")
-        if not sep:
+        if not sep or not name or not path:
             raise UsageError(f"--input {item!r}: write NAME=FILE.npy")
-        given[name] = np.load(path)
+        given[name] = _read_array(name, path)
     rng = np.random.default_rng(args.seed)
     for v in graph.inputs:
         if v.name not in given:
@@ -150,9 +217,42 @@ def make_inputs(graph: Any, args: argparse.Namespace) -> dict[str, object]:
     return given
 
 
+def _read_array(name: str, path: str) -> Any:
+    """The array in the .npy file ``path``; a UsageError naming --input when it cannot be read."""
+    import numpy as np
+
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UsageError(f"--input {name}={path}: no such file") from None
+    except (OSError, ValueError, EOFError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else " ".join(str(exc).split())
+        raise UsageError(f"--input {name}={path}: cannot read it as a .npy array: {why}") from None
+    if not isinstance(array, np.ndarray):
+        array.close()
+        raise UsageError(f"--input {name}={path}: holds several arrays (.npz); save the one input with np.save")
+    return array
+
+
 def write_text(path: str, text: str, flag: str) -> None:
     """Write ``text`` to ``path``; a UsageError naming ``flag`` when it cannot be written."""
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write it: {exc.strerror}") from None
+
+
+def check_writable(path: str, flag: str) -> None:
+    """A UsageError naming ``flag`` when ``path`` cannot be written; called before the work
+    whose result goes there, so a typo costs no compile."""
+    import os
+
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; name a file in it")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
+    writable = os.access(target, os.W_OK) if target.exists() else os.access(folder, os.W_OK | os.X_OK)
+    if not writable:
+        raise UsageError(f"{flag} {path}: cannot write it (permission denied)")

@@ -11,11 +11,18 @@ from hetero.cli.common import (
     UsageError,
     add_model_arguments,
     add_placement_arguments,
-    add_quantize_arguments,
-    load,
+    backends_for,
+    check_writable,
+    import_graph,
+    load_graph,
+    model_source,
+    parse_shapes,
     placement,
     prepared,
     quantize_options,
+    stage,
+    target_names,
+    write_text,
 )
 
 
@@ -33,7 +40,6 @@ def add_parsers(subs: Any) -> None:
     add_placement_arguments(comp)
     comp.add_argument("--strict", action="store_true",
                       help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
-    add_quantize_arguments(comp)
     comp.add_argument("-o", "--output", help="where to save the executable (default MODEL.hetero)")
     comp.add_argument("--dump", metavar="DIR", help="write every stage (graph, tensor IR, LLVM IR, assembly)")
     comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
@@ -46,7 +52,6 @@ def add_parsers(subs: Any) -> None:
     )
     add_model_arguments(part)
     add_placement_arguments(part)
-    add_quantize_arguments(part)
     part.add_argument("--format", choices=["text", "json", "dot", "html"], default="text",
                       help="report format: text, JSON for tools, Graphviz DOT, or a self-contained HTML page")
     part.add_argument("--output", metavar="FILE", help="write the report to FILE instead of printing it")
@@ -54,49 +59,66 @@ def add_parsers(subs: Any) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print what the model is made of; unsupported ops are listed, with exit code 1."""
+    """Print what the model is made of, as imported (optimised and quantised with
+    --quantize); a model with unsupported ops still gets its histogram, parameters and
+    FLOPs (of its supported part), with the unsupported ops listed and exit code 1."""
     from hetero.core.ir.stats import graph_stats
     from hetero.errors import UnsupportedOpError
 
+    unsupported = None
+    source = model_source(args)
     try:
-        graph = load(args)
+        graph = import_graph(args, source)
     except UnsupportedOpError as exc:
-        if args.json:
-            print(json.dumps({"model": args.model, "unsupported": str(exc)}, indent=2))
-        else:
-            print(f"unsupported ops: {exc}")
-        return 1
-    stats = graph_stats(graph)
+        from hetero.cli.stats import supported_stats
+
+        proto = model_source(args, proto=True)
+        stats, unsupported = supported_stats(proto, parse_shapes(args.input_shape), args.max_elements)
+        message = str(exc)
+        name = proto.graph.name
+    else:
+        if args.quantize:
+            graph = prepared(args, graph if args.no_optimize else load_graph(args, source), [])
+        stats, message, name = graph_stats(graph), None, graph.name
     if args.json:
-        print(json.dumps({
-            "model": args.model,
-            "graph": graph.name,
-            "inputs": {v.name: str(v.type) for v in graph.inputs},
-            "outputs": {v.name: str(v.type) for v in graph.outputs},
-            "nodes": stats.nodes,
-            "op_histogram": stats.op_histogram,
-            "parameters": stats.parameters,
-            "parameter_bytes": stats.parameter_bytes,
-            "flops": stats.flops,
-            "flops_by_op": stats.flops_by_op,
-            "unsupported": None,
-        }, indent=2))
-        return 0
-    print(f"model       {args.model} (graph {graph.name})")
-    for v in graph.inputs:
-        print(f"input       {v.name}: {v.type}")
-    for v in graph.outputs:
-        print(f"output      {v.name}: {v.type}")
-    print(f"nodes       {stats.nodes}")
-    print(f"parameters  {stats.parameters:,} ({stats.parameter_bytes / 1e6:.1f} MB)")
-    print(f"FLOPs       {stats.flops / 1e9:.3f} G per run")
-    print("unsupported none")
-    print(f"{'op':<22}{'nodes':>6}{'FLOPs':>12}{'share':>8}")
-    for op, count in stats.op_histogram.items():
-        flops = stats.flops_by_op.get(op, 0)
-        share = flops / stats.flops if stats.flops else 0.0
-        print(f"{op:<22}{count:>6}{flops / 1e9:>11.3f}G{share:>8.1%}")
-    return 0
+        report: dict[str, object] = {"model": args.model, "graph": name}
+        if unsupported is None:
+            report["inputs"] = {v.name: str(v.type) for v in graph.inputs}
+            report["outputs"] = {v.name: str(v.type) for v in graph.outputs}
+        if stats is not None:
+            report.update(nodes=stats.nodes, op_histogram=stats.op_histogram, parameters=stats.parameters,
+                          parameter_bytes=stats.parameter_bytes, flops=stats.flops,
+                          flops_by_op=stats.flops_by_op)
+        report["unsupported"] = message
+        report["unsupported_nodes"] = unsupported.nodes if unsupported is not None else {}
+        print(json.dumps(report, indent=2))
+        return 0 if unsupported is None else 1
+    print(f"model       {args.model} (graph {name})")
+    if unsupported is None:
+        for v in graph.inputs:
+            print(f"input       {v.name}: {v.type}")
+        for v in graph.outputs:
+            print(f"output      {v.name}: {v.type}")
+    if stats is not None:
+        print(f"nodes       {stats.nodes}")
+        print(f"parameters  {stats.parameters:,} ({stats.parameter_bytes / 1e6:.1f} MB)")
+        print(f"FLOPs       {stats.flops / 1e9:.3f} G per run"
+              + (" (of the supported ops)" if unsupported is not None else ""))
+    if unsupported is None:
+        print("unsupported none")
+    else:
+        print(f"unsupported {unsupported.count} node(s) of {len(unsupported.nodes)} op type(s) hetero "
+              "does not support:")
+        for op, names in unsupported.nodes.items():
+            print(f"            {op}: {', '.join(names)}")
+    if stats is not None:
+        print(f"{'op':<22}{'nodes':>6}{'FLOPs':>12}{'share':>8}")
+        for op, count in stats.op_histogram.items():
+            flops = stats.flops_by_op.get(op, 0)
+            share = flops / stats.flops if stats.flops else 0.0
+            shown = "-" if unsupported is not None and op in unsupported.nodes else f"{flops / 1e9:.3f}G"
+            print(f"{op:<22}{count:>6}{shown:>12}{share:>8.1%}")
+    return 0 if unsupported is None else 1
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -106,17 +128,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
     import hetero
     from hetero.core.frontend.light import resolve_model
 
-    path = resolve_model(args.model)
-    start = time.perf_counter()
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
+    output = args.output or f"{Path(resolve_model(args.model)).stem}.hetero"
+    check_writable(output, "-o/--output")
+    start = time.perf_counter()
     options = {"aot": args.aot} if args.aot else {}
-    graph = load(args)
-    exe = hetero.compile(graph, targets=args.targets.split(","), dump=args.dump,
+    graph = load_graph(args)
+    exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
                          strict=args.strict, **placement(args), **quantize_options(args, graph), **options)
     seconds = time.perf_counter() - start
-    output = args.output or f"{Path(path).stem}.hetero"
-    exe.save(output)
+    with stage("save"):
+        exe.save(output)
     kernels = sum(len(getattr(p.part, "steps", ())) for p in exe.placements)
     if exe.partition_report:
         print(exe.partition_report + "\n")
@@ -128,17 +151,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    """Import, optimise and partition; print the partition report."""
-    import hetero
+    """Import, optimise, quantise as asked and partition, as ``hetero.compile`` would;
+    print the partition report."""
+    from hetero.core.compiler import FALLBACK
     from hetero.core.partition import partition_graph
-    from hetero.core.plugin.manager import get_backend
 
-    names = [t for t in args.targets.split(",") if t]
-    if "llvm_cpu" not in names:
-        names.append("llvm_cpu")
-    backends = [get_backend(n) for n in names]
-    graph = prepared(args, hetero.optimize(load(args)), backends)
-    part = partition_graph(graph, backends, **placement(args))
+    if args.output:
+        check_writable(args.output, "--output")
+    backends = backends_for(args)
+    graph = prepared(args, load_graph(args), backends)
+    with stage("partition"):
+        part = partition_graph(graph, backends, fallback=FALLBACK, **placement(args))
     if args.format == "dot":
         from hetero.core.partition.dot import to_dot
 
@@ -150,10 +173,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     else:
         text = part.to_json() if args.format == "json" else part.report()
     if args.output:
-        try:
-            Path(args.output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"--output {args.output}: cannot write the report: {exc.strerror}") from None
+        write_text(args.output, text if text.endswith("\n") else text + "\n", "--output")
         print(f"wrote the {args.format} report of {graph.name} to {args.output}")
     else:
         print(text, end="" if text.endswith("\n") else "\n")

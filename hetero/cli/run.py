@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hetero.cli.common import (
     UsageError,
+    add_input_arguments,
     add_model_arguments,
     add_placement_arguments,
-    add_quantize_arguments,
-    load,
+    backends_for,
+    check_writable,
+    import_graph,
+    load_graph,
     make_inputs,
+    model_source,
+    optimized,
     placement,
     prepared,
     quantize_options,
+    stage,
+    target_names,
+    write_text,
 )
+from hetero.core import progress
 
 #: Cosine similarity a quantised model's outputs need with the float model's (--compare).
 QUANTIZED_MIN_COSINE = 0.99
@@ -32,20 +43,17 @@ def add_parsers(subs: Any) -> None:
     add_placement_arguments(run, extra="; or 'reference' for the numpy reference executor")
     run.add_argument("--strict", action="store_true",
                      help="a refused node or a failed compile is an error instead of a fallback to llvm_cpu")
-    add_quantize_arguments(run)
+    add_input_arguments(run)
     run.add_argument("--repeat", type=int, default=1, help="runs to time (the median is reported)")
     run.add_argument("--report", action="store_true", help="print the per-kernel time report")
     run.add_argument("--timeline", metavar="FILE.html",
                      help="write the execution timeline of the parts that draw one (npu_sim), one "
                           "page per region (FILE.rN.html when there are several)")
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                     help="an input array (default: seeded standard-normal data)")
-    run.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
-    run.add_argument("--random-weights", type=int, metavar="SEED",
-                     help="replace the model's weights by seeded random ones first")
-    run.add_argument("--no-optimize", action="store_true", help="skip the graph passes")
     run.add_argument("--compare", choices=["onnxruntime"],
                      help="run the same model and inputs with this reference and compare")
+    run.add_argument("--source", metavar="MODEL",
+                     help="with a saved .hetero: the model it was compiled from (.onnx or light:NAME, "
+                          "with --random-weights as at compile time), for --compare")
     run.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --compare")
     run.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance of --compare")
     run.add_argument("--json", action="store_true", help="print JSON for tools")
@@ -57,14 +65,9 @@ def add_parsers(subs: Any) -> None:
     )
     add_model_arguments(compare)
     add_placement_arguments(compare)
-    add_quantize_arguments(compare)
+    add_input_arguments(compare)
     compare.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     compare.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance (default 1e-4)")
-    compare.add_argument("--random-weights", type=int, metavar="SEED",
-                         help="replace the model's weights by seeded random ones first")
-    compare.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                         help="an input array (default: seeded standard-normal data)")
-    compare.add_argument("--seed", type=int, default=0, help="seed of generated inputs")
     compare.add_argument("--nodes", action="store_true",
                          help="show every node whose output the backend exposes, not only the "
                               "first beyond tolerance per region")
@@ -72,102 +75,195 @@ def add_parsers(subs: Any) -> None:
     compare.set_defaults(func=cmd_compare)
 
 
+class LightWeightsWarning(UserWarning):
+    """A light model runs on the constant weights it ships with."""
+
+
+def warn_light_weights(args: argparse.Namespace, model: str) -> None:
+    """Warn when ``model`` is a light model run on its shipped, constant weights."""
+    if model.startswith("light:") and args.random_weights is None:
+        warnings.warn(f"{model} ships constant placeholder weights, so its outputs prove nothing; "
+                      "give --random-weights SEED for real numbers", LightWeightsWarning, stacklevel=2)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Compile (or load) and run; with --compare, check against onnxruntime."""
-    import statistics
     import time
 
     import hetero
 
     if args.model.endswith(".hetero"):
         return run_saved(args)
-    from hetero.core.frontend.light import resolve_model
-    from hetero.core.frontend.onnx import randomize_weights
-    from hetero.core.frontend.onnx.loader import read_model
-
+    if args.source:
+        raise UsageError("--source names the model a saved .hetero was compiled from; "
+                         f"{args.model} is a model already")
+    if args.timeline:
+        check_writable(args.timeline, "--timeline")
+    warn_light_weights(args, args.model)
     report: dict[str, object] = {"model": args.model}
-    model = None
-    if args.random_weights is not None or args.compare:
-        model = read_model(resolve_model(args.model)).model
-        if args.random_weights is not None:
-            model = randomize_weights(model, args.random_weights)
+    model = model_source(args, proto=bool(args.compare))
     start = time.perf_counter()
-    graph = load(args, model)
+    graph = import_graph(args, model)
     report["import_s"] = time.perf_counter() - start
     report["nodes"] = len(graph.nodes)
     if not args.no_optimize:
         start = time.perf_counter()
-        graph = hetero.optimize(graph)
+        graph = optimized(args, graph)
         report["optimize_s"] = time.perf_counter() - start
     report["optimized_nodes"] = len(graph.nodes)
     inputs = make_inputs(graph, args)
+    exe = None
     if args.targets == "reference":
         report["executor"] = "the reference executor (numpy)"
+        if args.timeline:
+            raise UsageError("--timeline: the reference executor draws no timeline; give --targets npu_sim")
 
         def run_once() -> dict:
             return hetero.run_reference(graph, inputs)
     else:
         start = time.perf_counter()
         timeline = {"npu_timeline": True} if args.timeline else {}
-        exe = hetero.compile(graph, targets=args.targets.split(","), passes=[], strict=args.strict,
+        exe = hetero.compile(graph, targets=target_names(args), passes=[], strict=args.strict,
                              **placement(args), **quantize_options(args, graph), **timeline)
         report["compile_s"] = time.perf_counter() - start
         report["executor"] = args.targets
 
         def run_once() -> dict:
             return exe.run(inputs)
-    times = []
-    for _ in range(max(args.repeat, 1)):
-        start = time.perf_counter()
-        outputs = run_once()
-        times.append(time.perf_counter() - start)
-    report["run_s"] = statistics.median(times)
-    report["outputs"] = {name: str(hetero.TensorType.of(a)) for name, a in outputs.items()}
+    outputs = _timed_runs(run_once, args.repeat, report)
     ok = True
     if args.compare:
-        ok, report["compare"] = _compare_onnxruntime(model, inputs, outputs, args)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        if args.targets != "reference" and exe.partition_report:
-            print(exe.partition_report + "\n")
-        _print_run(report, outputs)
-        if args.report and args.targets != "reference":
-            print(exe.report())
-    if args.timeline:
-        _write_timelines(exe if args.targets != "reference" else None, args.timeline)
+        ok, report["compare"] = _compare_onnxruntime(model, inputs, outputs, args, args.quantize)
+    _finish(args, report, outputs, exe)
     return 0 if ok else 1
 
 
-def _write_timelines(exe: object, path: str) -> None:
+def run_saved(args: argparse.Namespace) -> int:
+    """Run an executable saved by ``hetero compile``: no import, no compile. --repeat,
+    --json, --report and --timeline work as for a model; --compare needs --source (the
+    model it was compiled from); options that shape a compile are refused by name."""
+    import time
+
+    import hetero
+
+    given = [flag for flag, dest, default in _COMPILE_OPTIONS if getattr(args, dest) != default]
+    if args.random_weights is not None and not args.source:
+        given.append("--random-weights")
+    if given:
+        raise UsageError(f"{', '.join(given)}: {args.model} is compiled already, so "
+                         f"{'this option does' if len(given) == 1 else 'these options do'} nothing; "
+                         "give them to hetero compile, or run the model itself")
+    if args.compare and not args.source:
+        raise UsageError(f"--compare runs the model {args.model} was compiled from: name it with "
+                         "--source MODEL (and --random-weights SEED if it was compiled with them)")
+    if args.source and not args.compare:
+        raise UsageError("--source is the model to --compare with: give --compare onnxruntime too")
+    if args.timeline:
+        check_writable(args.timeline, "--timeline")
+    report: dict[str, object] = {"model": args.model}
+    start = time.perf_counter()
+    with stage("load"):
+        exe = hetero.load(args.model)
+    report["load_s"] = time.perf_counter() - start
+    report["executor"] = ",".join(dict.fromkeys(p.backend for p in exe.placements)) or "no backend"
+    if args.timeline:
+        _record_timelines(exe)
+    inputs = make_inputs(exe.interface.as_graph(), args)
+    outputs = _timed_runs(lambda: exe.run(inputs), args.repeat, report)
+    ok = True
+    if args.compare:
+        warn_light_weights(args, args.source)
+        source = model_source(argparse.Namespace(**{**vars(args), "model": args.source}), proto=True)
+        ok, report["compare"] = _compare_onnxruntime(source, inputs, outputs, args,
+                                                     _quantized_from_float(exe, source))
+    _finish(args, report, outputs, exe, partition=False)
+    return 0 if ok else 1
+
+
+#: Options that shape a compile, which a saved executable cannot honour: (flag, dest, default).
+_COMPILE_OPTIONS = (
+    ("--targets", "targets", "llvm_cpu"), ("--policy", "policy", "priority"), ("--override", "override", []),
+    ("--strict", "strict", False), ("--quantize", "quantize", False),
+    ("--calibrate", "calibrate", 8), ("--calibration-data", "calibration_data", None),
+    ("--calibration-method", "calibration_method", "minmax"), ("--no-optimize", "no_optimize", False),
+    ("--input-shape", "input_shape", []), ("--max-elements", "max_elements", None),
+)
+
+
+def _timed_runs(run_once: Callable[[], dict], repeat: int, report: dict[str, object]) -> dict:
+    """Run ``repeat`` times (at least once); the median time goes into ``report``."""
+    import statistics
+    import time
+
+    import hetero
+
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}: run at least once")
+    times = []
+    for i in range(repeat):
+        progress.step("run", i + 1, repeat)
+        start = time.perf_counter()
+        outputs = run_once()
+        times.append(time.perf_counter() - start)
+    progress.end("run")
+    report["run_s"] = statistics.median(times)
+    report["outputs"] = {name: str(hetero.TensorType.of(a)) for name, a in outputs.items()}
+    return outputs
+
+
+def _finish(args: argparse.Namespace, report: dict[str, object], outputs: dict, exe: Any,
+            partition: bool = True) -> None:
+    """Write the timelines, then print the report (JSON or text)."""
+    if args.timeline:
+        report["timelines"] = _write_timelines(exe, args.timeline)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    if partition and exe is not None and exe.partition_report:
+        print(exe.partition_report + "\n")
+    _print_run(report, outputs)
+    if args.report and exe is not None:
+        print(exe.report())
+    for region, path in report.get("timelines", {}).items():  # type: ignore[attr-defined]
+        print(f"timeline  region {region}: {path}")
+
+
+def _record_timelines(exe: Any) -> None:
+    """Make the parts of a loaded executable that can draw a timeline record one."""
+    recorders = [p.part for p in exe.placements if hasattr(p.part, "record_timeline")]
+    if not recorders:
+        raise UsageError("--timeline: no part of this executable draws a timeline (npu_sim does)")
+    for part in recorders:
+        part.record_timeline = True
+
+
+def _write_timelines(exe: Any, path: str) -> dict[str, str]:
     """Write each region's timeline page: ``path`` itself, or ``STEM.rN.html`` for several."""
-    pages = exe.timelines() if exe is not None else {}  # type: ignore[attr-defined]
+    pages = exe.timelines() if exe is not None else {}
     if not pages:
         raise UsageError("--timeline: no part of this executable draws a timeline (npu_sim does)")
     target = Path(path)
+    written = {}
     for region, page in pages.items():
         out = target if len(pages) == 1 else target.with_name(f"{target.stem}.{region}{target.suffix}")
-        try:
-            out.write_text(page, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"--timeline {out}: cannot write it: {exc.strerror}") from None
-        print(f"timeline  region {region}: {out}")
+        write_text(str(out), page, "--timeline")
+        written[region] = str(out)
+    return written
 
 
-def run_saved(args: argparse.Namespace) -> int:
-    """Run an executable saved by ``hetero compile``: no import, no compile."""
-    import hetero
+def _quantized_from_float(exe: Any, source: Any) -> bool:
+    """Whether ``exe`` computes int8 where its source model is float (compiled with --quantize)."""
+    from hetero.core.ir.ops.qint import INTEGER_OPS
 
-    exe = hetero.load(args.model)
-    outputs = exe.run(make_inputs(exe.interface.as_graph(), args))
-    for name, array in outputs.items():
-        print(f"output    {name}: {hetero.TensorType.of(array)}")
-    if args.report:
-        print(exe.report())
-    return 0
+    quantised = set(INTEGER_OPS) | {"QuantizeLinear", "DequantizeLinear"}
+    ops = set((exe.partition or {}).get("coverage", {}))
+    return bool(ops & quantised) and not any(n.op_type in quantised for n in source.graph.node)
 
 
-def _compare_onnxruntime(model: object, inputs: dict, outputs: dict, args: argparse.Namespace) -> tuple[bool, dict]:
+def _compare_onnxruntime(model: Any, inputs: dict, outputs: dict, args: argparse.Namespace,
+                         quantized: bool) -> tuple[bool, dict]:
+    """Run ``model`` in onnxruntime on ``inputs`` and judge ``outputs`` against it (by cosine
+    when ``quantized``: an int8 model of a float one)."""
     import numpy as np
 
     try:
@@ -182,7 +278,6 @@ def _compare_onnxruntime(model: object, inputs: dict, outputs: dict, args: argpa
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
     expected = dict(zip(names, session.run(None, {k: v for k, v in inputs.items() if k in wanted})))
-    quantized = getattr(args, "quantize", False)
     result: dict[str, object] = {"reference": f"onnxruntime {ort.__version__}", "rtol": args.rtol,
                                  "atol": args.atol, "outputs": {}}
     if quantized:
@@ -210,8 +305,12 @@ def _compare_onnxruntime(model: object, inputs: dict, outputs: dict, args: argpa
 
 
 def _print_run(report: dict, outputs: dict) -> None:
+    """The run report as text: the steps' times, the outputs, the comparison."""
     print(f"model     {report['model']}")
-    print(f"import    {report['import_s']:.3f} s, {report['nodes']} nodes")
+    if "load_s" in report:
+        print(f"load      {report['load_s']:.3f} s, a saved executable")
+    if "import_s" in report:
+        print(f"import    {report['import_s']:.3f} s, {report['nodes']} nodes")
     if "optimize_s" in report:
         print(f"optimise  {report['optimize_s']:.3f} s, {report['nodes']} -> {report['optimized_nodes']} nodes")
     if "compile_s" in report:
@@ -235,29 +334,22 @@ def _print_run(report: dict, outputs: dict) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Partition, then compare each region on its backend with the reference; exit 1 when
     a region is beyond tolerance."""
-    import hetero
-    from hetero.core.frontend.light import resolve_model
-    from hetero.core.frontend.onnx import randomize_weights
-    from hetero.core.frontend.onnx.loader import read_model
+    from hetero.core.compiler import FALLBACK
     from hetero.core.partition import partition_graph
-    from hetero.core.plugin.manager import get_backend
     from hetero.core.runtime.compare import (
         compare_regions,
         describe_comparison,
         format_comparison,
     )
 
-    model = None
-    if args.random_weights is not None:
-        model = randomize_weights(read_model(resolve_model(args.model)).model, args.random_weights)
-    names = [t for t in args.targets.split(",") if t]
-    if "llvm_cpu" not in names:
-        names.append("llvm_cpu")
-    backends = [get_backend(n) for n in names]
-    graph = prepared(args, hetero.optimize(load(args, model)), backends)
-    part = partition_graph(graph, backends, **placement(args))
+    warn_light_weights(args, args.model)
+    backends = backends_for(args)
+    graph = prepared(args, load_graph(args), backends)
+    with stage("partition"):
+        part = partition_graph(graph, backends, fallback=FALLBACK, **placement(args))
     results = compare_regions(graph, part, make_inputs(graph, args), rtol=args.rtol, atol=args.atol)
     report = describe_comparison(results, args.rtol, args.atol)
+    names = [b.name for b in backends]
     if args.json:
         print(json.dumps({"model": args.model, "targets": names, **report}, indent=2))
     else:

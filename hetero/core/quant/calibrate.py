@@ -24,13 +24,14 @@ The result, a :class:`Calibration`, maps value names to ``(min, max)`` and saves
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 import json
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from hetero.core import progress
 from hetero.core.ir.graph import Graph
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import QuantizationError
@@ -174,12 +175,14 @@ def calibrate(
     floats |= {v.name for n in graph.nodes for v in n.outputs if v.dtype.kind == "f"}
     count = 0
     for sample in samples:
+        progress.step("calibrate", count + 1, len(samples) if isinstance(samples, Sized) else 0)
         values = run_reference(graph, sample, keep=True)
         for name in floats:
             array = values[name] if name in values else np.asarray(sample[name])
             if array.size:
                 method.observe(name, array)
         count += 1
+    progress.end("calibrate")
     if count == 0:
         raise QuantizationError(f"calibrating graph {graph.name} needs at least one sample input")
     return Calibration(method.ranges(), method.name)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hetero.core import progress
 from hetero.core.ir.graph import Graph
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import PartitionError
@@ -114,7 +115,8 @@ def compare_regions(
     reference = {**inputs, **run_reference(graph, inputs, keep=True)}
     backends = {b.name: b for b in partition.assignment.annotation.backends}
     results = []
-    for region in partition.regions:
+    for index, region in enumerate(partition.regions, 1):
+        progress.step("compare", index, len(partition.regions), f"region {region.name} on {region.backend}")
         sub = partition.subgraph(region)
         feed = {v.name: reference[v.name] for v in sub.inputs}
         try:
@@ -133,6 +135,7 @@ def compare_regions(
                                  produced.get(v.name, "")) for v in sub.outputs)
         results.append(RegionComparison(region.name, region.backend, len(region.nodes), outputs,
                                         intermediates=inner))
+    progress.end("compare")
     return results
 
 
