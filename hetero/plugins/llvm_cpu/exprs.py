@@ -3,9 +3,9 @@
 Every expression is rendered with the meaning :func:`hetero.core.ir.tir.run_func` gives
 it, so a compiled kernel and the interpreter agree: integer ``div`` truncates,
 ``floordiv``/``mod`` floor (Python's rule, for integers and floats alike), integer
-division by zero gives 0, ``min(a, b)`` is ``b if b < a else a`` (so a NaN in ``a``
-wins, as with Python's ``min``). Booleans are ``i1`` in registers and one byte in
-memory, as numpy stores them. Float additions and multiplications carry the
+division by zero gives 0, float ``min``/``max`` propagate NaN, the IR's NaN rule
+(``llvm.minimum``/``llvm.maximum``; ``minnum``/``maxnum`` would drop NaN). Booleans are
+``i1`` in registers and one byte in memory, as numpy stores them. Float additions and multiplications carry the
 ``contract`` flag, which lets LLVM fuse them into FMAs: one rounding instead of two,
 so results may differ from the interpreter's by an ulp per fused pair.
 """
@@ -209,11 +209,12 @@ class ExprEmitter:
             return out if dtype.itemsize == 4 else self.builder.fptrunc(out, x.type)
         return self.intrinsic(_FLOAT_INTRINSICS[func], [x])
 
-    def intrinsic(self, base: str, args: list[ir.Value]) -> ir.Value:
+    def intrinsic(self, base: str, args: list[ir.Value], fastmath: tuple[str, ...] = ()) -> ir.Value:
         """Call the float intrinsic ``base`` overloaded on its first argument's type."""
         ty = args[0].type
         suffix = {2: "f16", 4: "f32", 8: "f64"}[{ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(ty)]]
-        return self.builder.call(self.declare(f"{base}.{suffix}", ty, [a.type for a in args]), args)
+        return self.builder.call(self.declare(f"{base}.{suffix}", ty, [a.type for a in args]), args,
+                                 fastmath=fastmath)
 
 
 BinaryFn = Callable[[ExprEmitter, ir.Value, ir.Value, bool], ir.Value]
@@ -333,6 +334,13 @@ def _pick(em: ExprEmitter, a: ir.Value, b: ir.Value, take_b: ir.Value) -> ir.Val
     return em.builder.select(take_b, b, a)
 
 
+def _float_extreme(em: ExprEmitter, a: ir.Value, b: ir.Value, base: str) -> ir.Value:
+    """The IR's float ``min``/``max``: NaN if either operand is NaN. ``nsz``, since the IR
+    leaves open the sign of a zero that ties with the other zero: that spares LLVM the
+    sign fix-up, and the operation stays associative, so max/min reductions vectorise."""
+    return em.intrinsic(base, [a, b], fastmath=("nsz",))
+
+
 _FLOAT_OPS: dict[str, BinaryFn] = {
     "add": lambda em, a, b, _: em.builder.fadd(a, b, flags=_CONTRACT),
     "sub": lambda em, a, b, _: em.builder.fsub(a, b, flags=_CONTRACT),
@@ -340,8 +348,8 @@ _FLOAT_OPS: dict[str, BinaryFn] = {
     "div": lambda em, a, b, _: em.builder.fdiv(a, b),
     "floordiv": _float_floordiv,
     "mod": _float_modulo,
-    "min": lambda em, a, b, _: _pick(em, a, b, em.builder.fcmp_ordered("<", b, a)),
-    "max": lambda em, a, b, _: _pick(em, a, b, em.builder.fcmp_ordered(">", b, a)),
+    "min": lambda em, a, b, _: _float_extreme(em, a, b, "llvm.minimum"),
+    "max": lambda em, a, b, _: _float_extreme(em, a, b, "llvm.maximum"),
     "pow": lambda em, a, b, _: em.intrinsic("llvm.pow", [a, b]),
 }
 

@@ -5,6 +5,15 @@ axis) tells a renderer how to map it onto the hardware, so one IR serves the LLV
 PTX and HLS C++ renderers alike. Arithmetic operators build nodes (``i * 4 + j``);
 comparisons use functions (:func:`lt`, :func:`eq`, ...) because ``==`` stays
 structural equality, as in any dataclass.
+
+NaN rule: float ``min`` and ``max`` propagate NaN, as numpy's ``minimum`` and
+``maximum`` and ONNX's Min, Max, MaxPool and ReduceMax do: if either operand is NaN
+the result is NaN; otherwise it is the smaller (larger) operand. Which zero a tie of
+``-0`` and ``+0`` gives is left open (numpy's own answer depends on the operand
+order), so a renderer may use IEEE 754-2019 ``minimum``/``maximum`` or the hardware's
+instruction; the interpreter keeps ``a``. With that, both are commutative and
+associative, so a ``max_``/``min_`` reduction gives one result in any order, and one
+NaN among its terms makes it NaN. Comparisons with a NaN are false, except ``ne``.
 """
 
 from __future__ import annotations
@@ -286,8 +295,10 @@ def call(func: str, *args: ExprLike) -> Call:
 
 
 def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    """The smaller of ``a`` and ``b``; NaN if either is NaN (the module's NaN rule)."""
     return binary("min", a, b)
 
 
 def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    """The larger of ``a`` and ``b``; NaN if either is NaN (the module's NaN rule)."""
     return binary("max", a, b)

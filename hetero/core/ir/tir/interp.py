@@ -98,6 +98,15 @@ def _eval(e: Expr, memory: dict[Buffer, np.ndarray], env: dict[Var, Any]) -> Any
     raise TypeError(f"cannot interpret {type(e).__name__}")
 
 
+def _extreme(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
+    """``min``/``max`` by the IR's NaN rule: a NaN operand wins (``a`` first), a tie keeps ``a``."""
+    if dtype.kind == "f" and np.isnan(a):
+        return a
+    if dtype.kind == "f" and np.isnan(b):
+        return b
+    return b if (b < a if op == "min" else b > a) else a
+
+
 def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
     with np.errstate(all="ignore"):
         if op == "add":
@@ -112,10 +121,8 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
             r = a // b
         elif op == "mod":
             r = a % b
-        elif op == "min":
-            r = min(a, b)
-        elif op == "max":
-            r = max(a, b)
+        elif op in ("min", "max"):
+            r = _extreme(op, a, b, dtype)
         else:
             r = a ** b
     return dtype.type(r)
