@@ -1,11 +1,11 @@
 """The ONNX frontend: :func:`load_onnx` imports a model into hetero's graph IR.
 
-The modules, in the order a model meets them: :mod:`.loader` (reading the file and
-its external data safely), :mod:`.budget` (the element budget), :mod:`.opsets`,
-:mod:`.shapes` (static input shapes, onnx's shape inference), :mod:`.convert` (the
-driver) with :mod:`.context` and the translators (:mod:`.translate_elementwise`,
-:mod:`.translate_nn`, :mod:`.translate_tensor`); :mod:`.randomize` gives the weightless
-test models seeded random weights.
+The modules, in the order a model meets them: :mod:`.loader` (reading the file
+safely), :mod:`.external` (its external data), :mod:`.budget` (the element budget),
+:mod:`.opsets`, :mod:`.shapes` (static input shapes, onnx's shape inference),
+:mod:`.convert` (the driver) with :mod:`.context` and the translators
+(:mod:`.translate_elementwise`, :mod:`.translate_nn`, :mod:`.translate_tensor`);
+:mod:`.randomize` gives the weightless test models seeded random weights.
 """
 
 from hetero.core.frontend.onnx.convert import load_onnx

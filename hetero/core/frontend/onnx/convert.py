@@ -5,7 +5,8 @@ The steps, each failing with an error that names the file, tensor or node at fau
 1. read the file (or copy the proto) without its external data;
 2. check every stored tensor's size against the element budget, from its dims, and
    every input, output and stored tensor's element type;
-3. check external-data locations stay inside the model's folder, then load them;
+3. check external-data locations stay inside the model's folder, then read each
+   tensor's declared bytes (and no more) from them;
 4. check every value is defined before use, the opset is in range and every op is
    supported;
 5. fix the input shapes, run onnx's checker, upgrade opsets below 13 to 13 and run
@@ -29,9 +30,10 @@ from hetero.core.frontend.onnx import (  # noqa: F401
 )
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
+from hetero.core.frontend.onnx.external import load_external_data
 from hetero.core.frontend.onnx.loader import (
     Source, check_defined_before_use, check_element_types, check_model, check_tensor_sizes,
-    load_external_data, node_label, read_model, reason, set_weights_aside,
+    node_label, read_model, reason, set_weights_aside,
 )
 from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO, default_opset, upgrade
 from hetero.core.frontend.onnx.shapes import graph_inputs, infer_onnx_types, resolve_input_shapes

@@ -1,4 +1,4 @@
-"""Reading an ONNX model safely: the file, its external data and its structure.
+"""Reading an ONNX model safely: the file and its structure (external data: :mod:`.external`).
 
 The checks judge tensors by their declared dims and locations before any data is
 read, so a hostile or broken file is rejected with a :mod:`hetero.errors` class that
@@ -15,10 +15,10 @@ import os
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import external_data_helper, helper
+from onnx import helper
 
 from hetero.core.frontend.onnx.budget import check_elements
-from hetero.errors import ModelLoadError, UnsafePathError
+from hetero.errors import ModelLoadError
 
 
 @dataclass
@@ -152,72 +152,6 @@ def _check_element_type(elem_type: int, where: str) -> None:
             f"(the highest onnx {onnx.__version__} knows is {max(_ELEMENT_TYPES)}); the file is "
             "corrupt or was written for a newer ONNX: re-export the model"
         )
-
-
-def load_external_data(source: Source) -> None:
-    """Check every external-data location, then load the data with onnx's own loader.
-
-    A location that is absolute, contains ``..`` or resolves (through symlinks) outside
-    the model's folder raises :class:`UnsafePathError`; a missing file raises
-    :class:`ModelLoadError`.
-    """
-    external = [
-        (label, t) for label, t in all_tensors(source.model.graph)
-        if external_data_helper.uses_external_data(t)
-    ]
-    if not external:
-        return
-    if source.folder is None:
-        raise ModelLoadError(
-            f"model {source.name}: {external[0][0]} keeps its data in an external file, "
-            "which cannot be located from a ModelProto; pass the model's path to "
-            "load_onnx instead, or load it with onnx.load(path) first"
-        )
-    folder = os.path.realpath(source.folder)
-    for label, tensor in external:
-        info = {entry.key: entry.value for entry in tensor.external_data}
-        location = info.get("location", "")
-        where = f"model {source.name}: {label}"
-        if not location:
-            raise ModelLoadError(f"{where} is marked external but names no file; re-export it")
-        parts = location.replace("\\", "/").split("/")
-        drive = len(parts[0]) == 2 and parts[0][1] == ":"  # C:/... on Windows
-        if os.path.isabs(location) or location.startswith(("/", "\\")) or drive:
-            raise UnsafePathError(
-                f"{where} reads external data from the absolute path {location!r}; only "
-                "paths relative to the model's folder are allowed: move the data file next "
-                "to the model and store its relative location"
-            )
-        if ".." in parts:
-            raise UnsafePathError(
-                f"{where} reads external data from {location!r}, which climbs out of the "
-                "model's folder with '..'; move the data file into the model's folder"
-            )
-        joined = os.path.normpath(os.path.join(folder, location))
-        resolved = os.path.realpath(joined)
-        if os.path.commonpath([folder, resolved]) != folder:
-            raise UnsafePathError(
-                f"{where} reads external data from {location!r}, which resolves to "
-                f"{resolved} outside the model's folder {folder} (through a symbolic "
-                "link); copy the data file into the model's folder"
-            )
-        if resolved != joined:
-            # onnx's loader refuses links too; say so before it fails less clearly.
-            raise UnsafePathError(
-                f"{where} reads external data through the symbolic link {location!r}; "
-                "replace the link by the data file itself"
-            )
-        if not os.path.isfile(resolved):
-            raise ModelLoadError(
-                f"{where} reads external data from {location!r}, but {resolved} does not "
-                "exist; copy the data file next to the model"
-            )
-    try:
-        external_data_helper.load_external_data_for_model(source.model, folder)
-    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
-        raise ModelLoadError(
-            f"model {source.name}: loading external data failed: {reason(exc)}"
-        ) from None
 
 
 def check_defined_before_use(source: Source) -> None:
