@@ -78,6 +78,16 @@ class UnsafePathError(ModelLoadError):
     """An external-data path leaves the model's folder (``..``, absolute, symlink)."""
 
 
+class DamagedFileError(ModelLoadError):
+    """A saved executable, compile-cache entry or artifact is truncated, malformed, larger
+    than it may be, or not a regular file; the message names the file and the entry."""
+
+
+class SignatureError(HeteroError):
+    """A saved executable or compile-cache entry carries no signature, or one this user's
+    signing key did not make; or the signing key itself is missing, unsafe or unreadable."""
+
+
 class UnsupportedOpError(HeteroError):
     """A model uses operators outside hetero's canonical op set."""
 

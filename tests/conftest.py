@@ -1,5 +1,5 @@
-"""Shared test setup: the helpers in tests/ on the path, and the ``site`` fixture of
-throwaway installed plugin distributions."""
+"""Shared test setup: the helpers in tests/ on the path, a signing key of the session's
+own, and the ``site`` fixture of throwaway installed plugin distributions."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +13,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from hetero.core.plugin import PluginSet, load_plugins  # noqa: E402
 from hetero.core.plugin.manager import ALLOW_ENV, DENY_ENV, PluginWarning  # noqa: E402
+from hetero.core.runtime.signing import KEY_ENV  # noqa: E402
 from toyplugin import write_distribution  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="session")
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Executables and cache entries are signed with a key made for this session (in
+    its subprocesses too), never with the key in the user's home."""
+    path = tmp_path_factory.mktemp("signing") / "signing.key"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(KEY_ENV, str(path))
+        yield path
 
 
 class Site:

@@ -139,7 +139,8 @@ def compile_model(
             backend = fallback
             where = None if folder is None else folder / fallback.name / name
             part = _compile(backend, subgraph, options, store, where)
-        placements.append(Placement(backend.name, backend.version, part, name))
+        placements.append(Placement(backend.name, backend.version, part, name,
+                                    output_types=tuple(Interface.of(subgraph).outputs)))
     plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements])
     for placement, steps in zip(placements, plan):
         placement.transfers_in = tuple(steps)

@@ -7,13 +7,21 @@ and the compile options (sorted JSON). Change any of them and the key changes, s
 entry is never invalidated in place: a stale one is simply never asked for again.
 
 An entry is one file, ``ROOT/ab/abcd....entry``: a fixed header (magic, the key, the
-SHA-256 of the artifact, its length) followed by the artifact. It is written to a
-temporary file in the same folder, flushed to disk and moved into place with
-``os.replace``, so a reader sees the old entry, the new one or none, never half of
-one; two processes storing the same key both succeed and one of them wins. Reading
-checks the header against the key and the artifact against its digest; an entry that
-fails (truncated, tampered, renamed) is deleted with a :class:`CacheWarning` and the
-part is compiled again.
+seal of key and artifact under this user's signing key, the artifact's length)
+followed by the artifact. It is written to a temporary file in the same folder,
+flushed to disk and moved into place with ``os.replace``, so a reader sees the old
+entry, the new one or none, never half of one; two processes storing the same key
+both succeed and one of them wins.
+
+An artifact is code (llvm_cpu's is machine code), so an entry is trusted only as far as
+its seal (:mod:`hetero.core.runtime.signing`): reading checks the header against the
+key and the seal against the artifact before the artifact reaches the backend's
+``load_artifact``. An entry that fails (truncated, tampered with, renamed, signed with
+another key, a FIFO or folder in its place) is deleted with a :class:`CacheWarning` and
+the part is compiled again: nothing of it ran, and the compile it would have saved is
+redone. The folder is made private (0700), and a folder that group or others can
+write, or that another user owns, is refused with a :class:`~hetero.errors.CacheError`:
+whoever can write it could replace entries or fill it.
 
 >>> cache = CompileCache("~/.cache/hetero")                        # doctest: +SKIP
 >>> part = cache.compile(graph, get_backend("llvm_cpu"), {})       # doctest: +SKIP
@@ -30,6 +38,7 @@ import json
 import os
 from pathlib import Path
 import re
+import stat
 import struct
 import tempfile
 from typing import Any
@@ -39,15 +48,19 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend, CompiledPart
-from hetero.errors import CacheError
+from hetero.core.runtime.archive import read_regular_file
+from hetero.core.runtime.signing import SEAL_SIZE, check_seal, seal
+from hetero.errors import CacheError, DamagedFileError
 
 #: The environment variable naming the cache folder when ``compile`` is given none.
 CACHE_ENV = "HETERO_CACHE_DIR"
 
 ENTRY_SUFFIX = ".entry"
-_MAGIC = b"HETCACH1"
-# magic, key digest, artifact digest, artifact length
-_HEADER = struct.Struct(">8s32s32sQ")
+_MAGIC = b"HETCACH2"
+_UNSIGNED = b"HETCACH1"  # entries of hetero before signatures
+_PURPOSE = "hetero-cache-entry/1"
+# magic, key digest, seal of key and artifact, artifact length
+_HEADER = struct.Struct(f">8s32s{SEAL_SIZE}sQ")
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _TEMP = re.compile(r"^\.[0-9a-f]{64}\..*\.tmp$")
 
@@ -125,10 +138,17 @@ def _options_json(options: Mapping[str, Any], backend: Backend) -> str:
 
 
 def open_cache(cache: str | os.PathLike[str] | None) -> CompileCache | None:
-    """The cache at ``cache``; when None, the one named by ``HETERO_CACHE_DIR``, if set."""
+    """The cache at ``cache``; when None, the one named by ``HETERO_CACHE_DIR``, if set.
+
+    A folder that is not private to this user is a CacheError here, before any compile.
+    """
     if cache is None:
         cache = os.environ.get(CACHE_ENV) or None
-    return None if cache is None else CompileCache(cache)
+    if cache is None:
+        return None
+    store = CompileCache(cache)
+    store.check_folder()
+    return store
 
 
 class CompileCache:
@@ -139,6 +159,30 @@ class CompileCache:
 
     def __repr__(self) -> str:
         return f"CompileCache({str(self.root)!r})"
+
+    def check_folder(self) -> bool:
+        """Whether the cache folder exists; CacheError if it is not private to this user.
+
+        A folder that group or others can write, or that belongs to another user, is
+        refused: its entries could be replaced by someone else.
+        """
+        try:
+            info = os.stat(self.root)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise CacheError(f"compile cache {self.root} cannot be examined ({exc}); "
+                             "choose another folder") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise CacheError(f"compile cache {self.root} is not a folder; remove it or choose another")
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise CacheError(f"compile cache {self.root} belongs to uid {info.st_uid}, not you "
+                             f"(uid {os.getuid()}); use a folder of your own")
+        if info.st_mode & 0o022:
+            raise CacheError(f"compile cache {self.root} can be written by others (mode "
+                             f"{stat.S_IMODE(info.st_mode):o}), who could replace what it holds; "
+                             f"chmod 700 {self.root}, or choose a private folder")
+        return True
 
     def path(self, key: str) -> Path:
         """Where the entry for ``key`` lives."""
@@ -167,10 +211,16 @@ class CompileCache:
         return part
 
     def get(self, key: str) -> bytes | None:
-        """The verified artifact stored under ``key``, or None (a damaged entry is discarded)."""
+        """The artifact stored under ``key`` once its seal is checked, or None (an entry
+        that fails is discarded); CacheError if the folder is not private."""
+        if not self.check_folder():
+            return None
         try:
-            data = self.path(key).read_bytes()
+            data = read_regular_file(self.path(key), "compile cache entry")
         except FileNotFoundError:
+            return None
+        except DamagedFileError as exc:
+            self._discard(key, str(exc))
             return None
         except OSError as exc:
             warnings.warn(f"compile cache entry {self.path(key)} is unreadable ({exc}); "
@@ -186,15 +236,24 @@ class CompileCache:
         """Store ``artifact`` under ``key`` atomically; return its path, or None if it failed.
 
         A failure to store (read-only or full disk) is a :class:`CacheWarning`, not an
-        error: the compile it would have saved has already succeeded.
+        error: the compile it would have saved has already succeeded. A folder that is
+        not private is a CacheError; a new one is made private (0700).
         """
         if not _KEY.match(key):
             raise CacheError(f"compile cache key {key!r} is not a hex SHA-256; make it with cache_key()")
         data = artifact.encode() if isinstance(artifact, str) else bytes(artifact)
-        header = _HEADER.pack(_MAGIC, bytes.fromhex(key), hashlib.sha256(data).digest(), len(data))
+        raw_key = bytes.fromhex(key)
+        header = _HEADER.pack(_MAGIC, raw_key, seal(_PURPOSE, raw_key, data), len(data))
         path = self.path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            warnings.warn(f"compile cache {self.root}: could not create it ({exc}); "
+                          "the compile result is kept in memory only", CacheWarning, stacklevel=2)
+            return None
+        self.check_folder()
+        try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -259,7 +318,9 @@ def _check(data: bytes, key: str) -> str:
     """Why ``data`` is not a sound entry for ``key``; empty when it is."""
     if len(data) < _HEADER.size:
         return f"truncated ({len(data)} bytes, shorter than its {_HEADER.size}-byte header)"
-    magic, stored_key, digest, length = _HEADER.unpack_from(data)
+    magic, stored_key, stamp, length = _HEADER.unpack_from(data)
+    if magic == _UNSIGNED:
+        return "an unsigned entry of an older hetero"
     if magic != _MAGIC:
         return "not a hetero compile cache entry (bad magic)"
     if stored_key.hex() != key:
@@ -267,6 +328,5 @@ def _check(data: bytes, key: str) -> str:
     payload = memoryview(data)[_HEADER.size:]
     if len(payload) != length:
         return f"truncated (artifact is {len(payload)} bytes, its header says {length})"
-    if hashlib.sha256(payload).digest() != digest:
-        return "the artifact does not match its SHA-256 (tampered or corrupted)"
-    return ""
+    problem = check_seal(_PURPOSE, stamp, stored_key, bytes(payload))
+    return f"refused unread, {problem}" if problem else ""

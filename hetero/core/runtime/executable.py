@@ -4,20 +4,24 @@ An :class:`Executable` holds the interface of the graph it was compiled from and
 a list of :class:`Placement` — one compiled part per region, in execution order,
 with the backend that compiled it and the transfers it needs first. ``run`` feeds
 each part the values it needs from its backend's memory space, performing the
-transfers between spaces (:mod:`hetero.core.runtime.transfers`); ``report`` shows
-the partition and where the time went, transfers included; ``save`` writes one zip
-file (every part's artifact, the partition summary, the transfers) that :func:`load`
-turns back into an executable without recompiling (each backend rebuilds its parts
-from their artifacts).
+transfers between spaces (:mod:`hetero.core.runtime.transfers`), and checks that
+each part returned every output its subgraph declares, in the declared shape and
+dtype; ``report`` shows the partition and where the time went, transfers included;
+``save`` writes one file that :func:`load` turns back into an executable without
+recompiling (each backend rebuilds its parts from their artifacts).
+
+The file is :data:`MAGIC`, a seal (:mod:`hetero.core.runtime.signing`), then a zip of
+``manifest.json``, ``constants.npz`` and ``parts/N.bin`` (every part's artifact),
+written deterministically (:mod:`hetero.core.runtime.archive`). :func:`load` checks
+the seal before it reads anything else, so only executables this user's hetero
+saved reach a backend's loader; :func:`trust` signs one from elsewhere.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +30,23 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import CompiledPart
+from hetero.core.runtime.archive import (
+    MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
+    write_zip,
+)
 from hetero.core.runtime.inputs import check_inputs
+from hetero.core.runtime.signing import SEAL_SIZE, check_seal, key_path, seal
 from hetero.core.runtime.transfers import TransferStep, perform
-from hetero.errors import HeteroError, ModelLoadError
+from hetero.errors import DamagedFileError, HeteroError, ModelLoadError, PluginError, SignatureError
 
 FORMAT = "hetero-executable"
 FORMAT_VERSION = 1
+#: What a saved executable starts with: then its seal, then the zip it signs.
+MAGIC = b"HETEROX1"
+_PURPOSE = "hetero-executable/1"
+
+#: A value's name, shape and dtype name, as an interface lists them.
+ValueType = tuple[str, tuple[int, ...], str]
 
 
 @dataclass
@@ -39,7 +54,9 @@ class Placement:
     """One compiled part and the backend (name and version) that produced it.
 
     ``region`` names the partition region it runs (``r0``...); ``transfers_in`` are
-    the copies into this backend's memory that must happen before it runs.
+    the copies into this backend's memory that must happen before it runs;
+    ``output_types`` are the outputs its subgraph declares, which every run checks
+    the part's results against (empty: the names in ``part.outputs`` only).
     """
 
     backend: str
@@ -47,6 +64,7 @@ class Placement:
     part: CompiledPart
     region: str = ""
     transfers_in: tuple[TransferStep, ...] = ()
+    output_types: tuple[ValueType, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,8 +84,8 @@ class CompileFallback:
 class Interface:
     """The executable's inputs and outputs: names, shapes and dtypes."""
 
-    inputs: list[tuple[str, tuple[int, ...], str]]
-    outputs: list[tuple[str, tuple[int, ...], str]]
+    inputs: list[ValueType]
+    outputs: list[ValueType]
 
     @classmethod
     def of(cls, graph: Graph) -> Interface:
@@ -127,6 +145,7 @@ class Executable:
             start = time.perf_counter()
             results = part.run({n: space[n] if n in space else host[n] for n in part.inputs})
             elapsed = time.perf_counter() - start
+            _check_results(placement, results)
             space.update(results)
             where.update(dict.fromkeys(results, placement.backend))
             # Kernel names are unique within a part, not across parts: prefix the region.
@@ -176,7 +195,9 @@ class Executable:
                 for placement in self.placements if callable(getattr(placement.part, "timeline_html", None))}
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write everything needed to run again into one zip file at ``path``."""
+        """Write everything needed to run again into one file at ``path``, signed with
+        this user's key (:mod:`hetero.core.runtime.signing`) so that :func:`load` accepts
+        it. The same executable always gives the same bytes."""
         from hetero import __version__
 
         manifest = {
@@ -187,6 +208,7 @@ class Executable:
             "parts": [
                 {"backend": p.backend, "backend_version": p.backend_version,
                  "inputs": list(p.part.inputs), "outputs": list(p.part.outputs),
+                 "output_types": [[n, list(s), d] for n, s, d in p.output_types],
                  "artifact": f"parts/{i}.bin", "region": p.region,
                  "transfers_in": [[t.value, t.src, t.dst] for t in p.transfers_in]}
                 for i, p in enumerate(self.placements)
@@ -194,54 +216,156 @@ class Executable:
             "partition": self.partition,
             "partition_report": self.partition_report,
             "fallbacks": [[f.region, f.backend, f.fallback, f.error] for f in self.fallbacks],
+            "constants": list(self.constants),
         }
-        buffer = io.BytesIO()
-        np.savez(buffer, **{f"c{i}": a for i, a in enumerate(self.constants.values())})
-        manifest["constants"] = list(self.constants)
-        tmp = f"{os.fspath(path)}.tmp"
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("manifest.json", json.dumps(manifest, indent=2))
-            zf.writestr("constants.npz", buffer.getvalue())
-            for i, p in enumerate(self.placements):
-                zf.writestr(f"parts/{i}.bin", p.part.artifact)
-        os.replace(tmp, path)  # a reader never sees half a file
+        payload = write_zip([
+            ("manifest.json", json.dumps(manifest, indent=2)),
+            ("constants.npz", npz_bytes({f"c{i}": a for i, a in enumerate(self.constants.values())})),
+            *((f"parts/{i}.bin", p.part.artifact) for i, p in enumerate(self.placements)),
+        ])
+        write_atomically(path, MAGIC + seal(_PURPOSE, payload) + payload)
+
+
+def _check_results(placement: Placement, results: Any) -> None:
+    """Raise PluginError, naming the backend, region and output, unless ``results`` has
+    every output of the placement's subgraph as an array of its declared shape and dtype."""
+    where = f"backend {placement.backend} (region {placement.region or '-'})"
+    fix = (f"this is a bug in {placement.backend}: report it to its authors, and compile without "
+           "that target meanwhile")
+    if not isinstance(results, Mapping):
+        raise PluginError(f"{where} returned a {type(results).__name__}, not a dict of output arrays "
+                          f"by name; {fix}")
+    declared = placement.output_types or tuple((name, None, None) for name in placement.part.outputs)
+    for name, shape, dtype in declared:
+        if name not in results:
+            raise PluginError(f"{where} returned no output {name!r} (it returned {sorted(results)}); {fix}")
+        value = results[name]
+        if not isinstance(value, np.ndarray):
+            raise PluginError(f"{where} returned output {name!r} as a {type(value).__name__}, "
+                              f"not a numpy array; {fix}")
+        if shape is not None and (value.shape != tuple(shape) or value.dtype.name != dtype):
+            raise PluginError(f"{where} returned output {name!r} as {value.dtype.name}{list(value.shape)}, "
+                              f"its subgraph declares {dtype}{list(shape)}; {fix}")
 
 
 def load(path: str | os.PathLike[str]) -> Executable:
-    """Rebuild an executable saved with :meth:`Executable.save`, without recompiling."""
+    """Rebuild an executable saved with :meth:`Executable.save`, without recompiling.
+
+    A saved executable holds native code, and running it runs whatever its author
+    put there, so ``load`` trusts only files signed with this user's key (made on
+    first use in ``~/.config/hetero/signing.key``, or ``$HETERO_SIGNING_KEY_FILE``):
+    the signature is checked before any byte of the file is parsed or handed to a
+    backend. A file with no signature (from an older hetero, or not written by
+    ``save``), one signed with another key (another user's or machine's) or one
+    changed since it was signed raises :class:`~hetero.errors.SignatureError`:
+    recompile the model, or, for a file whose author you trust, sign it with
+    :func:`trust`. A damaged file (truncated, malformed, a FIFO in its place) raises
+    :class:`~hetero.errors.DamagedFileError`; both name the file and what to do.
+    """
+    source = os.fspath(path)
+    payload = _verified_payload(source)
+    with open_zip(payload, source) as zf:
+        try:
+            manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); recompile the model") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT \
+                or manifest.get("format_version") != FORMAT_VERSION:
+            got = manifest if not isinstance(manifest, dict) else \
+                f"{manifest.get('format')} v{manifest.get('format_version')}"
+            raise ModelLoadError(f"{source}: format {got} is not {FORMAT} v{FORMAT_VERSION}; "
+                                 "recompile the model with this hetero")
+        try:
+            return _rebuild(manifest, zf, source)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise DamagedFileError(f"{source}: manifest.json is incomplete or malformed "
+                                   f"({type(exc).__name__}: {exc}); recompile the model") from None
+
+
+def _verified_payload(source: str) -> bytes:
+    """The zip inside the executable file ``source``, once its seal has been checked."""
+    try:
+        data = read_regular_file(source, "saved hetero executable")
+    except OSError as exc:
+        raise ModelLoadError(f"{source}: not a saved hetero executable ({exc})") from None
+    what = f"hetero loads native code only from executables signed with your key ({key_path()})"
+    todo = (f"recompile it from its model, or, if you trust whoever made it, sign it with "
+            f"hetero.core.runtime.executable.trust({source!r})")
+    if not data.startswith(MAGIC):
+        if data.startswith(b"PK"):
+            raise SignatureError(f"{source}: this executable carries no signature (saved by an older "
+                                 f"hetero, or not by Executable.save); {what}: {todo}")
+        raise ModelLoadError(f"{source}: not a saved hetero executable (it does not start with "
+                             f"{MAGIC!r}); run a model file instead, or recompile")
+    stamp, payload = data[len(MAGIC):len(MAGIC) + SEAL_SIZE], data[len(MAGIC) + SEAL_SIZE:]
+    problem = check_seal(_PURPOSE, stamp, payload)
+    if problem:
+        raise SignatureError(f"{source}: refused, {problem}; {what}: {todo}")
+    return payload
+
+
+def _value_types(rows: Any) -> list[ValueType]:
+    return [(str(n), tuple(int(d) for d in s), str(d_)) for n, s, d_ in rows]
+
+
+def _rebuild(manifest: dict[str, Any], zf: Any, source: str) -> Executable:
+    """The executable a verified manifest describes, its parts loaded by their backends."""
     from hetero.core.plugin.manager import get_backend
 
-    try:
-        zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise ModelLoadError(f"{path}: not a saved hetero executable ({exc})") from None
-    with zf:
-        try:
-            manifest = json.loads(zf.read("manifest.json"))
-        except (KeyError, ValueError) as exc:
-            raise ModelLoadError(f"{path}: no readable manifest.json ({exc})") from None
-        if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
-            raise ModelLoadError(
-                f"{path}: format {manifest.get('format')} v{manifest.get('format_version')} is not "
-                f"{FORMAT} v{FORMAT_VERSION}; recompile the model with this hetero"
+    names = list(manifest["constants"])
+    arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+    missing = [f"c{i}" for i in range(len(names)) if f"c{i}" not in arrays]
+    if missing:
+        raise DamagedFileError(f"{source}: constants.npz lacks {missing[0]} of the {len(names)} "
+                               "constants its manifest lists; recompile the model")
+    constants = {str(name): arrays[f"c{i}"] for i, name in enumerate(names)}
+    placements = []
+    for entry in manifest["parts"]:
+        backend = get_backend(entry["backend"])
+        if backend.version != entry["backend_version"]:
+            raise HeteroError(
+                f"{source}: compiled by {entry['backend']} {entry['backend_version']}, "
+                f"installed is {backend.version}; recompile the model"
             )
-        with np.load(io.BytesIO(zf.read("constants.npz"))) as npz:
-            constants = {name: npz[f"c{i}"] for i, name in enumerate(manifest["constants"])}
-        placements = []
-        for entry in manifest["parts"]:
-            backend = get_backend(entry["backend"])
-            if backend.version != entry["backend_version"]:
-                raise HeteroError(
-                    f"{path}: compiled by {entry['backend']} {entry['backend_version']}, "
-                    f"installed is {backend.version}; recompile the model"
-                )
-            part = backend.load_artifact(zf.read(entry["artifact"]))
-            # Files saved before partitioned compiles lack the region keys: one part, no transfers.
-            steps = tuple(TransferStep(*t) for t in entry.get("transfers_in", ()))
-            placements.append(Placement(entry["backend"], entry["backend_version"], part,
-                                        entry.get("region", ""), steps))
-    interface = Interface([(n, tuple(s), d) for n, s, d in manifest["inputs"]],
-                          [(n, tuple(s), d) for n, s, d in manifest["outputs"]])
+        artifact = read_member(zf, str(entry["artifact"]), source)
+        try:
+            part = backend.load_artifact(artifact)
+        except HeteroError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a backend's loader failing on its own bytes
+            raise PluginError(f"{source}: backend {backend.name} could not load its part "
+                              f"{entry['artifact']} ({type(exc).__name__}: {exc}); recompile the model") from None
+        # Files saved before partitioned compiles lack the region keys: one part, no transfers;
+        # files saved before output checks lack the output types: names are checked only.
+        steps = tuple(TransferStep(*t) for t in entry.get("transfers_in", ()))
+        placements.append(Placement(entry["backend"], entry["backend_version"], part,
+                                    entry.get("region", ""), steps,
+                                    tuple(_value_types(entry.get("output_types", ())))))
+    interface = Interface(_value_types(manifest["inputs"]), _value_types(manifest["outputs"]))
     return Executable(manifest["name"], interface, placements, constants,
                       manifest.get("partition", {}), manifest.get("partition_report", ""),
                       [CompileFallback(*f) for f in manifest.get("fallbacks", ())])
+
+
+def trust(path: str | os.PathLike[str]) -> None:
+    """Sign the saved executable at ``path`` with this user's key, so :func:`load` takes it.
+
+    For an executable from an older hetero (unsigned), or one made by someone whose
+    code you are willing to run: loading it runs the native code inside, with your
+    rights. The file is rewritten in place (atomically); a file that is not a saved
+    executable is refused.
+    """
+    source = os.fspath(path)
+    try:
+        data = read_regular_file(source, "saved hetero executable")
+    except OSError as exc:
+        raise ModelLoadError(f"{source}: not a saved hetero executable ({exc})") from None
+    payload = data[len(MAGIC) + SEAL_SIZE:] if data.startswith(MAGIC) else data
+    with open_zip(payload, source) as zf:
+        try:
+            manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ModelLoadError(f"{source}: not a saved hetero executable (no {FORMAT} manifest); nothing signed")
+    write_atomically(source, MAGIC + seal(_PURPOSE, payload) + payload)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-import io
 import json
 import os
 from pathlib import Path
 import time
 from typing import Any
-import zipfile
 
 import numpy as np
 
@@ -28,7 +26,8 @@ from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
-from hetero.errors import CodegenError
+from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.errors import CodegenError, DamagedFileError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
@@ -88,38 +87,48 @@ class LlvmCpuPart:
 
     @property
     def artifact(self) -> bytes:
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-            manifest = {
-                "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
-                "host_cpu": host_cpu(), "constants": list(self.constants),
-                "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
-                           "outputs": list(s.outputs), "nodes": list(s.nodes)} for s in self.steps],
-            }
-            zf.writestr("manifest.json", json.dumps(manifest))
-            for i, s in enumerate(self.steps):
-                zf.writestr(f"kernels/{i}.o", s.kernel.module.object_code)
-            constants = io.BytesIO()
-            np.savez(constants, *self.constants.values())
-            zf.writestr("constants.npz", constants.getvalue())
-        return buffer.getvalue()
+        """A zip of the manifest, each kernel's object code and the constants, written with
+        fixed dates (:mod:`hetero.core.runtime.archive`): the same part gives the same bytes."""
+        manifest = {
+            "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
+            "host_cpu": host_cpu(), "constants": list(self.constants),
+            "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
+                       "outputs": list(s.outputs), "nodes": list(s.nodes)} for s in self.steps],
+        }
+        return write_zip([
+            ("manifest.json", json.dumps(manifest)),
+            *((f"kernels/{i}.o", s.kernel.module.object_code) for i, s in enumerate(self.steps)),
+            ("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})),
+        ])
 
     @classmethod
     def from_artifact(cls, artifact: bytes) -> LlvmCpuPart:
-        with zipfile.ZipFile(io.BytesIO(artifact)) as zf:
-            manifest = json.loads(zf.read("manifest.json"))
-            if manifest["host_cpu"] != host_cpu():
-                raise CodegenError(
-                    f"this part was compiled for a {manifest['host_cpu']} CPU, the host is a "
-                    f"{host_cpu()}; recompile the model here"
-                )
-            steps = [Step(s["name"], CompiledKernel.from_image(s["image"], zf.read(f"kernels/{i}.o")),
-                          tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]))
-                     for i, s in enumerate(manifest["steps"])]
-            with np.load(io.BytesIO(zf.read("constants.npz"))) as npz:
-                constants = {n: npz[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
-        return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
-                   manifest["aliases"])
+        """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
+        source = "llvm_cpu artifact"
+        with open_zip(artifact, source) as zf:
+            try:
+                manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); "
+                                       "recompile the model") from None
+            try:
+                if manifest["host_cpu"] != host_cpu():
+                    raise CodegenError(
+                        f"this part was compiled for a {manifest['host_cpu']} CPU, the host is a "
+                        f"{host_cpu()}; recompile the model here"
+                    )
+                steps = []
+                for i, s in enumerate(manifest["steps"]):
+                    code = read_member(zf, f"kernels/{i}.o", source)
+                    steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code),
+                                      tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"])))
+                arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+                constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+                return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
+                           dict(manifest["aliases"]))
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
+                                       f"({type(exc).__name__}: {exc}); recompile the model") from None
 
 
 def _host_memory() -> MemoryHierarchy:

@@ -1,8 +1,12 @@
-"""hetero.compile → Executable: run, report, save and load, through an installed plugin."""
+"""hetero.compile → Executable: run, report, save and load, through an installed plugin;
+the runtime's check of what each compiled part returns."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+import json
 from pathlib import Path
+from typing import Any
 import zipfile
 
 import numpy as np
@@ -10,8 +14,13 @@ import pytest
 
 import hetero
 from hetero.core.ir import Graph, GraphBuilder
-from hetero.errors import InputError, ModelLoadError, UnknownBackendError, UnsupportedOpError
-from toyplugin import plugin_source
+from hetero.core.plugin.manager import get_backend
+from hetero.core.runtime.executable import MAGIC, trust
+from hetero.core.runtime.signing import seal
+from hetero.errors import (
+    InputError, ModelLoadError, PluginError, SignatureError, UnknownBackendError, UnsupportedOpError,
+)
+from toyplugin import ToyPart, plugin_source
 
 
 def small_graph() -> Graph:
@@ -87,5 +96,50 @@ def test_loading_something_else_is_a_clear_error(tmp_path: Path) -> None:
     other = tmp_path / "other.hetero"
     with zipfile.ZipFile(other, "w") as zf:
         zf.writestr("manifest.json", '{"format": "something", "format_version": 9}')
-    with pytest.raises(ModelLoadError, match="recompile"):
+    with pytest.raises(SignatureError, match="other.hetero: this executable carries no signature.*recompile"):
         hetero.load(other)
+    with pytest.raises(ModelLoadError, match="other.hetero: not a saved hetero executable.*nothing signed"):
+        trust(other)
+    # Signed with this user's key, yet of another format: named, not parsed further.
+    payload = other.read_bytes()
+    other.write_bytes(MAGIC + seal("hetero-executable/1", payload) + payload)
+    with pytest.raises(ModelLoadError, match="format something v9 is not hetero-executable v1; recompile"):
+        hetero.load(other)
+
+
+class FaultyPart(ToyPart):
+    """A toy part whose results break its contract in one way."""
+
+    def __init__(self, program: dict[str, Any], fault: Callable[[dict[str, np.ndarray]], Any]) -> None:
+        super().__init__(program)
+        self.fault = fault
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> Any:
+        return self.fault(super().run(inputs))
+
+
+@pytest.mark.parametrize("fault, message", [
+    (lambda r: {"relu": r["relu"].reshape(3, 2)}, r"returned output 'relu' as float32\[3, 2\], its subgraph "
+                                                   r"declares float32\[2, 3\]"),
+    (lambda r: {"relu": r["relu"].astype(np.float64)}, r"returned output 'relu' as float64\[2, 3\], its "
+                                                        r"subgraph declares float32\[2, 3\]"),
+    (lambda r: {"neg": r["relu"]}, r"returned no output 'relu' \(it returned \['neg'\]\)"),
+    (lambda r: {"relu": r["relu"].tolist()}, r"returned output 'relu' as a list, not a numpy array"),
+    (lambda r: [r["relu"]], r"returned a list, not a dict of output arrays"),
+])
+def test_a_part_that_breaks_its_outputs_is_named(
+    toy, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,  # noqa: ANN001
+    fault: Callable[[dict[str, np.ndarray]], Any], message: str,
+) -> None:
+    backend = get_backend("toy_cpu")
+    honest = backend.compile
+    monkeypatch.setattr(backend, "compile", lambda g, o: FaultyPart(honest(g, o).program, fault))
+    monkeypatch.setattr(backend, "load_artifact", lambda a: FaultyPart(json.loads(a), fault))
+    exe = hetero.compile(small_graph(), targets=["toy_cpu"])
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(PluginError, match=rf"backend toy_cpu \(region r0\) {message}.*bug in toy_cpu"):
+        exe.run({"x": x})
+    # The declared types travel with a saved executable.
+    exe.save(tmp_path / "faulty.hetero")
+    with pytest.raises(PluginError, match=message):
+        hetero.load(tmp_path / "faulty.hetero").run({"x": x})

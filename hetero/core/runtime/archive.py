@@ -1,0 +1,226 @@
+"""The zip and ``.npz`` files that hold artifacts and executables: written the same way
+every time, read within bounds.
+
+Writing is deterministic: :func:`write_zip` stamps every entry with :data:`FIXED_DATE`
+and the permissions of a plain file, in the order given, and :func:`npz_bytes` lays
+arrays out as numpy's ``.npz`` does (one ``.npy`` per array) through it, where
+``zipfile.ZipFile.writestr(name, ...)`` and ``numpy.savez`` stamp the current time.
+Compiling the same subgraph twice therefore gives the same bytes, which the
+conformance suite checks and the compile cache relies on.
+
+Reading never trusts what a file says about itself: :func:`read_regular_file` opens
+regular files only (a FIFO or a device in a file's place is refused without blocking),
+:func:`read_member` reads an entry no larger than a limit (a zip bomb's declared size
+is refused before anything is inflated), and :func:`read_npz` checks each ``.npy``
+header against the bytes that follow it before it builds an array (no pickles, no
+allocation a header merely claims). Every failure is a
+:class:`~hetero.errors.DamagedFileError` naming the file and the entry.
+
+>>> data = npz_bytes({"w": np.ones(3, np.float32)})
+>>> read_npz(data, "weights.npz")["w"]
+array([1., 1., 1.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+import io
+import math
+import os
+from pathlib import Path
+import stat
+import zipfile
+import zlib
+
+import numpy as np
+
+from hetero.errors import DamagedFileError
+
+#: The date every entry is stamped with: the earliest a zip can record.
+FIXED_DATE = (1980, 1, 1, 0, 0, 0)
+#: The most a ``manifest.json`` may hold; manifests are text about a graph, not data.
+MANIFEST_LIMIT = 256 * 2**20
+
+_FILE_MODE = (stat.S_IFREG | 0o644) << 16
+_UNIX = 3
+# The most each method hetero writes can inflate one stored byte to (deflate's bound is
+# 1032:1), so a size an entry declares beyond that is a lie, refused before inflating.
+_INFLATE_RATIO = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: 1032}
+# What zipfile and zlib raise for a damaged archive, besides BadZipFile.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError,
+               RuntimeError, OverflowError)
+
+
+def memory_limit() -> int:
+    """This machine's physical memory in bytes: more than that can never be loaded."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 64 * 2**30
+
+
+def write_zip(members: Iterable[tuple[str, bytes | str]], compress: bool = True) -> bytes:
+    """A zip of ``members`` (name, data) in order, each with a fixed date and mode."""
+    buffer = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buffer, "w", method) as zf:
+        for name, data in members:
+            info = zipfile.ZipInfo(name, FIXED_DATE)
+            info.compress_type = method
+            info.create_system = _UNIX
+            info.external_attr = _FILE_MODE
+            zf.writestr(info, data)
+    return buffer.getvalue()
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """``arrays`` as ``.npz`` bytes (``np.load`` reads them), the same bytes every time.
+
+    Object arrays are refused (``ValueError``): they would need pickles to load.
+    """
+    members = []
+    for name, array in arrays.items():
+        npy = io.BytesIO()
+        np.lib.format.write_array(npy, np.asanyarray(array), allow_pickle=False)
+        members.append((f"{name}.npy", npy.getvalue()))
+    return write_zip(members, compress=False)
+
+
+def open_zip(data: bytes, source: str) -> zipfile.ZipFile:
+    """``data`` as a zip to read from; DamagedFileError naming ``source`` if it is none."""
+    try:
+        return zipfile.ZipFile(io.BytesIO(data))
+    except _ZIP_ERRORS as exc:
+        raise DamagedFileError(f"{source}: not a readable zip archive ({exc}); "
+                               "the file is damaged or truncated: recompile it") from None
+
+
+def read_member(zf: zipfile.ZipFile, name: str, source: str, limit: int | None = None) -> bytes:
+    """The bytes of entry ``name``, refused when it declares more than ``limit`` bytes
+    (by default this machine's memory) or more than its compressed bytes can inflate
+    to, is missing, or does not inflate to its declared size."""
+    return bytes(_read_into(zf, name, source, limit))
+
+
+def _read_into(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -> bytearray:
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise DamagedFileError(f"{source}: no entry {name!r}; the file is incomplete or not what it "
+                               "claims to be: recompile it") from None
+    cap = memory_limit() if limit is None else limit
+    if info.file_size > cap:
+        raise DamagedFileError(f"{source}: entry {name!r} declares {info.file_size} bytes, at most {cap} "
+                               "expected; refusing to inflate it (damaged, or a zip bomb)")
+    if info.compress_type not in _INFLATE_RATIO:
+        raise DamagedFileError(f"{source}: entry {name!r} uses compression method {info.compress_type}, "
+                               "which hetero never writes; the file is not hetero's")
+    if info.file_size > _INFLATE_RATIO[info.compress_type] * info.compress_size + 64:
+        raise DamagedFileError(f"{source}: entry {name!r} declares {info.file_size} bytes from "
+                               f"{info.compress_size} stored, more than its compression can give; "
+                               "refusing to inflate it (damaged, or a zip bomb)")
+    buffer = bytearray(info.file_size)
+    try:
+        with zf.open(info) as f:
+            got = f.readinto(buffer)
+            extra = f.read(1)
+    except _ZIP_ERRORS as exc:
+        raise DamagedFileError(f"{source}: entry {name!r} is damaged ({exc}); recompile it") from None
+    if got != info.file_size or extra:
+        raise DamagedFileError(f"{source}: entry {name!r} holds {got} bytes, its header says "
+                               f"{info.file_size}; recompile it")
+    return buffer
+
+
+def read_npz(data: bytes, source: str, limit: int | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (ours or ``numpy.savez``'s), by member name without ``.npy``.
+
+    Each member's header must describe exactly the bytes after it, with a plain
+    (non-object) dtype; anything else is a DamagedFileError naming the member.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    with open_zip(data, source) as zf:
+        for info in zf.infolist():
+            name = info.filename.removesuffix(".npy")
+            raw = _read_into(zf, info.filename, source, limit)
+            arrays[name] = _npy_array(raw, f"{source}: member {name!r}")
+    return arrays
+
+
+def _npy_array(raw: bytearray, where: str) -> np.ndarray:
+    f = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"version {version} is not 1.0 or 2.0")
+    except (ValueError, SyntaxError, TypeError, EOFError) as exc:
+        raise DamagedFileError(f"{where} is not a .npy array ({exc}); recompile it") from None
+    if dtype.hasobject:
+        raise DamagedFileError(f"{where} holds Python objects ({dtype}), which load only by unpickling; "
+                               "hetero never writes those: the file is not hetero's")
+    count = math.prod(shape)
+    offset = f.tell()
+    if count * dtype.itemsize != len(raw) - offset:
+        raise DamagedFileError(f"{where} declares {dtype}{list(shape)} ({count * dtype.itemsize} bytes) "
+                               f"but holds {len(raw) - offset}; the file is damaged: recompile it")
+    array = np.frombuffer(raw, dtype, count=count, offset=offset)
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+def read_regular_file(path: str | os.PathLike[str], what: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` if it is a regular file no larger than ``limit``.
+
+    The file is opened without blocking and checked before it is read, so a FIFO,
+    a device or a folder in its place is a DamagedFileError naming it (``what`` says
+    what it should have been), not a hang. OSErrors (missing, unreadable) propagate.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DamagedFileError(f"{path} is not a regular file (it is a {_kind(info.st_mode)}); "
+                                   f"a {what} is a plain file: replace it")
+        cap = memory_limit() if limit is None else limit
+        if info.st_size > cap:
+            raise DamagedFileError(f"{path} is {info.st_size} bytes, more than the {cap} a {what} may "
+                                   "be on this machine; it is damaged or not a file hetero wrote")
+        chunks, left = [], info.st_size
+        while left > 0:
+            chunk = os.read(fd, min(left, 2**26))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) != info.st_size:
+        raise DamagedFileError(f"{path} shrank while it was read ({len(data)} of {info.st_size} bytes); "
+                               "another process is writing it: try again")
+    return data
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISFIFO: "FIFO", stat.S_ISDIR: "folder", stat.S_ISCHR: "character device",
+             stat.S_ISBLK: "block device", stat.S_ISSOCK: "socket"}
+    return next((name for test, name in kinds.items() if test(mode)), "special file")
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it, so that a reader
+    sees the old file or the new one, never half of one."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
