@@ -88,6 +88,20 @@ InferFn = Callable[[list[TensorType], dict[str, Any]], list[TensorType]]
 ReferenceFn = Callable[[list[Any], dict[str, Any]], list[np.ndarray]]
 CompleteFn = Callable[[list[TensorType | None], dict[str, Any]], dict[str, Any]]
 FlopsFn = Callable[[list[TensorType], list[TensorType], dict[str, Any]], int]
+#: ``(input types, attrs) -> [(input position, axis, size), ...]``: the inputs holding
+#: indices into an axis of ``size`` elements, whose values must lie in ``[-size, size)``.
+IndexBoundsFn = Callable[[list[TensorType], dict[str, Any]], list[tuple[int, int, int]]]
+
+
+def index_problem(values: np.ndarray, axis: int, size: int) -> str | None:
+    """What is wrong with ``values`` as indices into an axis of ``size`` (negative ones
+    counting from the end), or None when every one lies in ``[-size, size)``."""
+    values = np.asarray(values)
+    bad = (values < -size) | (values >= size)
+    if not bad.any():
+        return None
+    return (f"index {int(values[bad].flat[0])} is out of range for axis {axis} of size {size}: "
+            f"indices must lie in [-{size}, {size})")
 
 
 def elementwise_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
@@ -116,6 +130,12 @@ class OpDef:
     non-negative), so every node stores explicit attributes. ``fold`` optionally computes the outputs from the input
     *types* alone (``Shape`` needs no data), which lets the frontend fold shape
     computations without running anything.
+
+    ``index_bounds`` names the inputs that hold indices (Gather's ``indices``) and the
+    size of the axis they index. An index out of range is an error, never a clamp:
+    constant indices are checked when the node is built or verified (a ShapeError
+    naming the node), the reference checks its inputs, and a backend checks run-time
+    indices before its kernel reads with them (:func:`index_problem` says what is wrong).
     """
 
     name: str
@@ -127,6 +147,7 @@ class OpDef:
     flops: FlopsFn = elementwise_flops
     fold: Callable[[list[TensorType], dict[str, Any]], list[np.ndarray]] | None = None
     complete: CompleteFn | None = None
+    index_bounds: IndexBoundsFn | None = None
     doc: str = ""
 
     @property

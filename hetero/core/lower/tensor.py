@@ -185,8 +185,13 @@ def lower_gather(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: 
                  names: list[str]) -> list[Tensor]:
     """``data`` along ``axis`` at ``indices``, a negative index counting from the end.
 
-    An index out of range is an error by the op's definition; generated code cannot
-    raise, so it clamps instead and never reads outside ``data``.
+    An index out of range is an error by the op's definition, and generated code
+    cannot raise, so the error is raised outside the kernel: constant indices are
+    refused when the node is built (the op's ``index_bounds``), run-time ones are
+    checked by the backend on the host before the kernel runs
+    (:func:`hetero.core.ir.graph.index_checks`; llvm_cpu raises an InputError naming
+    the node). The kernel still clamps each index into range, so that even indices
+    nobody checked never make it read outside ``data``.
     """
     data, indices = inputs
     assert data is not None and indices is not None

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph, Node
-from hetero.core.ir.opdef import op_names
+from hetero.core.ir.graph import Graph, Node, index_checks
+from hetero.core.ir.opdef import index_problem, op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
-from hetero.errors import CodegenError, DamagedFileError
+from hetero.errors import CodegenError, DamagedFileError, InputError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
@@ -46,6 +46,8 @@ class Step:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[str, ...]  # the graph nodes this kernel computes
+    # Run-time index inputs (value, axis, size), checked before the kernel reads with them.
+    checks: tuple[tuple[str, int, int], ...] = ()
 
 
 class LlvmCpuPart:
@@ -79,6 +81,10 @@ class LlvmCpuPart:
         for step in self.steps:
             outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
             start = time.perf_counter()
+            for value, axis, size in step.checks:
+                problem = index_problem(env[value], axis, size)
+                if problem is not None:
+                    raise InputError(f"{step.name}: {value}: {problem}")
             step.kernel(*(env[n] for n in step.inputs), *outs)
             profile.append((step.name, time.perf_counter() - start))
             env.update(zip(step.outputs, outs))
@@ -93,7 +99,8 @@ class LlvmCpuPart:
             "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
             "host_cpu": host_cpu(), "constants": list(self.constants),
             "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
-                       "outputs": list(s.outputs), "nodes": list(s.nodes)} for s in self.steps],
+                       "outputs": list(s.outputs), "nodes": list(s.nodes),
+                       "checks": [list(c) for c in s.checks]} for s in self.steps],
         }
         return write_zip([
             ("manifest.json", json.dumps(manifest)),
@@ -121,7 +128,8 @@ class LlvmCpuPart:
                 for i, s in enumerate(manifest["steps"]):
                     code = read_member(zf, f"kernels/{i}.o", source)
                     steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code),
-                                      tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"])))
+                                      tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]),
+                                      tuple((str(v), int(a), int(n)) for v, a, n in s.get("checks", []))))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
@@ -191,7 +199,8 @@ class LlvmCpuBackend(Backend):
                 _dump(dump, func.name, kernel, scheduled, options.get("aot"))
             outputs = tuple(v.name for v in func_outputs(members))
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
-            steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members)))
+            steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members),
+                              tuple(c for n in members for c in index_checks(n))))
         used = {n for s in steps for n in s.inputs}
         constants = {name: data for name, data in packer.constants.items() if name in used}
         aliases = {v.name: v.name for v in graph.outputs if v.producer is None}

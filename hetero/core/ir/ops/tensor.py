@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.opdef import Attr, OpDef, no_flops, register
+from hetero.core.ir.opdef import Attr, OpDef, index_problem, no_flops, register
 from hetero.core.ir.ops.common import (
     broadcast_shapes,
     normalize_axes,
@@ -240,23 +240,26 @@ def _gather_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorTy
     return [TensorType(shape, data.dtype)]
 
 
+def _gather_index_bounds(ins: list[TensorType], attrs: dict[str, Any]) -> list[tuple[int, int, int]]:
+    return [(1, attrs["axis"], ins[0].shape[attrs["axis"]])]
+
+
 def _gather_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     data, indices = ins
     axis = attrs["axis"]
-    dim = data.shape[axis]
-    bad = (indices < -dim) | (indices >= dim)
-    if bad.any():
-        raise InputError(f"Gather index {int(indices[bad].flat[0])} is out of range for axis {axis} "
-                         f"of size {dim}: indices must lie in [-{dim}, {dim})")
+    problem = index_problem(indices, axis, data.shape[axis])
+    if problem is not None:
+        raise InputError(f"Gather {problem}")
     return [np.take(data, indices, axis=axis)]
 
 
 register(OpDef(
     "Gather", ("data", "indices"), ("output",), _gather_infer, _gather_reference,
     attrs={"axis": Attr("int", 0, "the axis indexed; canonical non-negative")},
-    flops=no_flops, complete=_gather_complete,
+    flops=no_flops, complete=_gather_complete, index_bounds=_gather_index_bounds,
     doc="take entries of ``data`` along ``axis`` at ``indices`` (int32/int64; negative "
-        "indices count from the end, out-of-range ones are an error)",
+        "indices count from the end, out-of-range ones are an error: constant ones when "
+        "the node is built, run-time ones when it runs)",
 ))
 
 
