@@ -3,9 +3,10 @@
 Every expression is rendered with the meaning :func:`hetero.core.ir.tir.run_func` gives
 it, so a compiled kernel and the interpreter agree: integer ``div`` truncates,
 ``floordiv``/``mod`` floor (Python's rule, for integers and floats alike), integer
-division by zero gives 0, float ``min``/``max`` propagate NaN, the IR's NaN rule
-(``llvm.minimum``/``llvm.maximum``; ``minnum``/``maxnum`` would drop NaN). Booleans are
-``i1`` in registers and one byte in memory, as numpy stores them. Float additions and multiplications carry the
+division by zero gives 0, ``shr`` is ``floor(a / 2**b)`` for any amount ``b >= 0``,
+float ``min``/``max`` propagate NaN, the IR's NaN rule (``llvm.minimum``/``llvm.maximum``;
+``minnum``/``maxnum`` would drop NaN). Booleans are ``i1`` in registers and one byte in
+memory, as numpy stores them. Float additions and multiplications carry the
 ``contract`` flag, which lets LLVM fuse them into FMAs: one rounding instead of two,
 so results may differ from the interpreter's by an ulp per fused pair.
 """
@@ -258,6 +259,20 @@ def _int_floor(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool, want: st
     return bld.select(fix, bld.add(rem, b), rem)
 
 
+def _int_shr(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
+    """``floor(a / 2**b)``: LLVM's shift is poison for ``b`` of the bit width or more, so
+    the amount is clamped (read as unsigned): to ``width - 1`` for signed types, whose
+    arithmetic shift then fills with the sign, and to a zero result for unsigned ones."""
+    bld, width = em.builder, a.type.width
+    top = ir.Constant(a.type, width - 1)
+    if isinstance(b, ir.Constant) and 0 <= b.constant < width:
+        return bld.ashr(a, b) if signed else bld.lshr(a, b)
+    wide = bld.icmp_unsigned(">", b, top)
+    if signed:
+        return bld.ashr(a, bld.select(wide, top, b))
+    return bld.select(wide, ir.Constant(a.type, 0), bld.lshr(a, bld.select(wide, top, b)))
+
+
 def _int_pow(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
     return em.builder.call(_ipow_helper(em, a.type, signed), [a, b])
 
@@ -365,4 +380,5 @@ _INT_OPS: dict[str, BinaryFn] = {
     "max": lambda em, a, b, signed: _pick(em, a, b, (em.builder.icmp_signed if signed
                                                      else em.builder.icmp_unsigned)(">", b, a)),
     "pow": _int_pow,
+    "shr": _int_shr,
 }

@@ -11,6 +11,7 @@ from hetero.core.ir.tir.compute import (
 from hetero.core.ir.tir.expr import (
     Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var, as_expr, call,
     cast, const, eq, ge, gt, le, logical_and, logical_or, lt, maximum, minimum, ne, select,
+    shift_right,
 )
 from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import (
@@ -24,5 +25,5 @@ __all__ = [
     "Seq", "Stmt", "Store", "Tensor", "Var", "as_expr", "call", "cast", "compute", "const", "eq",
     "func_problems", "ge", "gt", "le", "logical_and", "logical_or", "lower", "lt", "max_",
     "maximum", "min_", "minimum", "ne", "placeholder", "reduce_axis", "run_func", "select", "seq",
-    "sum_", "verify_func", "walk",
+    "shift_right", "sum_", "verify_func", "walk",
 ]

@@ -30,8 +30,10 @@ INDEX = np.dtype("int64")
 BOOL = np.dtype("bool")
 
 #: Binary arithmetic: ``floordiv`` and ``mod`` round toward minus infinity (index
-#: maths); ``div`` is true division for floats and truncating division for integers.
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow")
+#: maths); ``div`` is true division for floats and truncating division for integers;
+#: ``shr`` (integers only) is ``floor(a / 2**b)``, the arithmetic shift right, for any
+#: ``b >= 0``: a shift by the bit width or more gives 0, or -1 for a negative ``a``.
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow", "shr")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 #: Intrinsic functions every renderer provides.
@@ -196,6 +198,8 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
     x, y = _operands(a, b)
     if x.dtype != y.dtype:
         raise TypeError(f"{op} of {x.dtype} and {y.dtype}: cast one side first")
+    if op == "shr" and x.dtype.kind not in "iu":
+        raise TypeError(f"shr of {x.dtype}: shifts take integers")
     if x.dtype.kind in "iu":
         simplified = _fold_int(op, x, y)
         if simplified is not None:
@@ -210,12 +214,13 @@ def _fold_int(op: str, x: Expr, y: Expr) -> Expr | None:
             "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
             "floordiv": lambda: a // b if b else None, "mod": lambda: a % b if b else None,
             "min": lambda: min(a, b), "max": lambda: max(a, b),
+            "shr": lambda: a >> b if b >= 0 else None,
         }
         value = table.get(op, lambda: None)()
         return None if value is None else const(value, x.dtype)
     zero_y = isinstance(y, Const) and y.value == 0
     one_y = isinstance(y, Const) and y.value == 1
-    if op in ("add", "sub") and zero_y:
+    if op in ("add", "sub", "shr") and zero_y:
         return x
     if op == "add" and isinstance(x, Const) and x.value == 0:
         return y
@@ -292,6 +297,11 @@ def call(func: str, *args: ExprLike) -> Call:
         raise ValueError(f"unknown intrinsic {func!r}; renderers provide {INTRINSICS}")
     exprs = tuple(as_expr(a) for a in args)
     return Call(func, exprs, exprs[0].dtype)
+
+
+def shift_right(a: ExprLike, b: ExprLike) -> Expr:
+    """``floor(a / 2**b)`` for integers (``b >= 0``): the arithmetic shift right."""
+    return binary("shr", a, b)
 
 
 def minimum(a: ExprLike, b: ExprLike) -> Expr:

@@ -123,6 +123,10 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
             r = a % b
         elif op in ("min", "max"):
             r = _extreme(op, a, b, dtype)
+        elif op == "shr":
+            # Python's shift on the exact integers is floor(a / 2**b) for any b >= 0; a
+            # negative amount reads as a huge unsigned one, as the renderers read it.
+            r = int(a) >> (int(b) if b >= 0 else 1 << 16)
         else:
             r = a ** b
     return dtype.type(r)

@@ -52,6 +52,8 @@ def _check_expr(e: Expr, buffers: set[Buffer], loop_vars: set[Var], found: list[
                 found.append(f"unknown binary op {sub.op}")
             if not sub.a.dtype == sub.b.dtype == sub.dtype:
                 found.append(f"{sub.op} mixes {sub.a.dtype} and {sub.b.dtype}")
+            if sub.op == "shr" and sub.dtype.kind not in "iu":
+                found.append(f"shr of {sub.dtype}: shifts take integers")
         elif isinstance(sub, (Compare, Logical)) and sub.a.dtype != sub.b.dtype:
             found.append(f"{sub.op} compares {sub.a.dtype} with {sub.b.dtype}")
         elif isinstance(sub, Select) and not (sub.a.dtype == sub.b.dtype == sub.dtype):
