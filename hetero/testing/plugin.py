@@ -18,12 +18,16 @@ Options:
 - ``--hetero-report-json FILE``: write the report (:mod:`hetero.testing.matrix`).
 
 JUnit XML comes from pytest's own ``--junitxml FILE``; test names read as
-``test_op[Conv-float32]``.
+``test_op[Conv-float32]``. The JSON report's ``details`` carry each failed check's
+message. Hypothesis keeps its files under ``$XDG_CACHE_HOME/hetero/hypothesis``
+(``~/.cache``; ``HYPOTHESIS_STORAGE_DIRECTORY`` overrides), never in the working
+directory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Nothing named on the command line: run the suite alone, not the project's tests.
         config.args[:] = [str(SUITE)]
     config.pluginmanager.register(Conformance(name, known), "hetero-conformance")
+    _keep_hypothesis_out_of_cwd()
 
 
 @dataclass
@@ -147,6 +152,8 @@ class Conformance:
         details = [str(v) for k, v in report.user_properties if k == "hetero_detail"]
         if outcome == "unsupported" or (outcome == "skipped" and not details):
             details.append(_skip_reason(report))
+        if outcome in ("failed", "xpass"):
+            details.append(_failure_message(report))
         self._report().record(name, outcome, self.cells.get(report.nodeid), "; ".join(details))
 
     @pytest.hookimpl
@@ -181,6 +188,28 @@ def _outcome(report: pytest.TestReport) -> str | None:
     if report.skipped:
         return "unsupported" if _skip_reason(report).startswith(UNSUPPORTED_PREFIX) else "skipped"
     return "passed" if report.when == "call" else None
+
+
+def _failure_message(report: pytest.TestReport) -> str:
+    """What a failed check says: its exception's message (the whole assertion message),
+    without the traceback."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    lines = [line for line in str(report.longrepr).splitlines() if line.strip()]
+    return lines[-1] if lines else report.outcome
+
+
+def _keep_hypothesis_out_of_cwd() -> None:
+    """Point hypothesis' files (its example database, the constants cache it keeps even
+    with ``database=None``) at the user's cache, so the suite writes no ``.hypothesis/``
+    into the working directory; ``HYPOTHESIS_STORAGE_DIRECTORY`` still wins."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    set_hypothesis_home_dir(Path(cache) / "hetero" / "hypothesis")
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
