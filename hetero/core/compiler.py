@@ -28,6 +28,7 @@ from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
 from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, partition_graph
 from hetero.core.passes.pipeline import optimize
+from hetero.core import progress
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import get_backend
 from hetero.core.quant.calibrate import Calibration
@@ -95,13 +96,15 @@ def compile_model(
     >>> print(exe.report())                                          # doctest: +SKIP
     """
     graph = model if isinstance(model, Graph) else load_onnx(model, input_shapes)
-    graph = optimize(graph, passes)
+    with progress.stage("optimise"):
+        graph = optimize(graph, passes)
     names = [targets] if isinstance(targets, str) else list(targets)
     if FALLBACK not in names:
         names.append(FALLBACK)
     backends = {name: get_backend(name) for name in names}
     graph = prepare_for_targets(graph, list(backends.values()), FALLBACK, quantize, calibration_method)
-    partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
+    with progress.stage("partition"):
+        partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
     if strict:
         _refuse_fallbacks(partition, overrides or {})
     folder = Path(dump) if dump is not None else None
@@ -112,7 +115,9 @@ def compile_model(
     store = open_cache(cache)
     placements: list[Placement] = []
     fallbacks: list[CompileFallback] = []
-    for name, backend_name, subgraph in _units(graph, partition):
+    units = _units(graph, partition)
+    for index, (name, backend_name, subgraph) in enumerate(units, 1):
+        progress.step("compile", index, len(units), f"region {name} on {backend_name}")
         backend = backends[backend_name]
         where = None if folder is None else folder / backend.name
         if where is not None and len(partition.regions) > 1:
@@ -141,6 +146,7 @@ def compile_model(
             part = _compile(backend, subgraph, options, store, where)
         placements.append(Placement(backend.name, backend.version, part, name,
                                     output_types=tuple(Interface.of(subgraph).outputs)))
+    progress.end("compile")
     plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements])
     for placement, steps in zip(placements, plan):
         placement.transfers_in = tuple(steps)
