@@ -69,13 +69,17 @@ def _hoist(stmt: Stmt, known: set[Buffer], hoisted: list[_Hoisted]) -> Stmt:
         return seq(*(_hoist(s, known, hoisted) for s in stmt.stmts))
     if not isinstance(stmt, Allocate):
         return stmt
-    stages = stmt.body.stmts if isinstance(stmt.body, Seq) else (stmt.body,)
+    # Inner allocations first: lower() nests one Allocate per stage around a single
+    # sequence of stages, so this buffer's stage is at the top of this body only once
+    # the inner allocations have been hoisted away.
+    body = _hoist(stmt.body, known, hoisted)
+    stages = body.stmts if isinstance(body, Seq) else (body,)
     for stage in stages:
         if len(stages) > 1 and _fills_from(stage, stmt.buffer, known):
             hoisted.append(_Hoisted(stmt.buffer, stage))
             known.add(stmt.buffer)
             return _hoist(seq(*(s for s in stages if s is not stage)), known, hoisted)
-    return Allocate(stmt.buffer, _hoist(stmt.body, known, hoisted))
+    return Allocate(stmt.buffer, body)
 
 
 def _fills_from(stage: Stmt, buffer: Buffer, known: set[Buffer]) -> bool:

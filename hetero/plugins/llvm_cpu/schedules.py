@@ -97,6 +97,10 @@ def _vectorize_innermost(sch: Schedule, block_name: str) -> None:
         loop, inner = inner, inner.body
     if loop is None or not isinstance(inner, Store) or loop.extent < MIN_VECTOR_EXTENT:
         return
+    # Already scheduled: a stage with no inputs (a table of per-channel factors) is
+    # scheduled with its kernel, then again when the packer runs it alone.
+    if loop.kind is not ForKind.SERIAL:
+        return
     if any(isinstance(s, Allocate) for s in walk(block)):
         return
     if affine(inner.indices[-1]) != ({loop.var: 1}, 0) or _mentions(inner.indices[:-1], loop.var):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hetero.core.ir.tir.expr import Binary, Load, Var
 from hetero.core.ir.tir.stmt import For, IfThenElse, PrimFunc, Store, walk
 from hetero.core.ir.tir.visit import exprs_of
@@ -59,8 +61,12 @@ class TilePlan:
 
 
 def plan_tile(func: PrimFunc, block_name: str) -> TilePlan | None:
-    """The tile plan of ``block_name``, or None if it is not one sum of products over
-    perfectly nested data-parallel loops, with a lane loop and a row loop."""
+    """The tile plan of ``block_name``, or None if it is not one sum of float or int32
+    products over perfectly nested data-parallel loops, with a lane loop and a row loop.
+
+    int32 is the accumulator of the int8 ops (QConv, QMatMul): integer sums are exact
+    in any order, so the tile's reordering keeps them bit for bit, and an int32 vector
+    has the lanes of a float32 one."""
     nest = reduction_nest(func, block_name)
     if nest is None or len(nest.spatial) < 2:
         return None
@@ -68,7 +74,7 @@ def plan_tile(func: PrimFunc, block_name: str) -> TilePlan | None:
     update = nest.update_body
     if not (isinstance(update, Store) and isinstance(update.value, Binary) and update.value.op == "add"
             and isinstance(update.value.b, Binary) and update.value.b.op == "mul"
-            and update.value.b.dtype.kind == "f"):
+            and (update.value.b.dtype.kind == "f" or update.value.b.dtype == np.int32)):
         return None
     reads = [e for e in exprs_of(update.value.b) if isinstance(e, Load)]
     for lane in reversed(spatial):
