@@ -90,3 +90,44 @@ def test_a_light_model_without_random_weights_warns_once(capsys: pytest.CaptureF
                    "outputs prove nothing; give --random-weights SEED for real numbers\n")
     assert main(["run", "light:squeezenet", "--targets", "reference", "--random-weights", "1"]) == 0
     assert capsys.readouterr().err == ""
+
+
+class Recorder:
+    """A progress reporter that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, int, int, str]] = []
+        self.ended: list[str] = []
+
+    def step(self, stage: str, index: int, total: int, label: str) -> None:
+        self.steps.append((stage, index, total, label))
+
+    def end(self, stage: str) -> None:
+        self.ended.append(stage)
+
+
+def test_core_reports_calibration_compile_and_simulation(tmp_path: Path) -> None:
+    import numpy as np
+
+    import hetero
+
+    rng = np.random.default_rng(0)
+    vi = helper.make_tensor_value_info
+    weight = onnx.numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                               helper.make_node("Relu", ["c"], ["y"])], "conv",
+                              [vi("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [vi("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])], [weight])
+    samples = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(3)]
+    recorder = Recorder()
+    with progress.reporting(recorder):
+        exe = hetero.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]),
+                             targets=["npu_sim"], quantize=samples)
+        exe.run(samples[0])
+    assert [s[:3] for s in recorder.steps if s[0] == "calibrate"] == [("calibrate", i, 3) for i in (1, 2, 3)]
+    compiles = [s for s in recorder.steps if s[0] == "compile"]
+    assert [s[1] for s in compiles] == list(range(1, len(compiles) + 1))
+    assert {s[2] for s in compiles} == {len(exe.placements)}
+    assert any(s[0] == "compile" and "npu_sim" in s[3] for s in compiles)
+    assert any(s[0] == "simulate" for s in recorder.steps)
+    assert {"calibrate", "compile", "simulate"} <= set(recorder.ended)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetero.core import progress
 from hetero.core.ir.ops.fixed_point import MAX_SHIFT, rounding_shift
 from hetero.errors import InputError, SimulationError
 from hetero.plugins.npu_sim.asm import format_instr
@@ -65,8 +66,11 @@ def simulate(program: Program, config: NpuConfig, inputs: Mapping[str, np.ndarra
     machine.bind_inputs(inputs)
     timing = Timing(config, timeline=timeline)
     for index, instr in enumerate(program.instrs):
+        if index % 1024 == 0:  # a progress call per instruction would cost more than some instructions
+            progress.step("simulate", index + 1, len(program.instrs), "npu_sim instruction")
         reads, writes = machine.execute(index, instr)
         timing.issue(index, instr, reads, writes)
+    progress.end("simulate")
     outputs = {b.name: machine.read_dram(b.dram_addr, b.shape, np.dtype(b.dtype)) for b in program.outputs}
     return SimResult(outputs, timing.finish())
 
