@@ -1,4 +1,5 @@
-"""The element budget: no tensor the frontend creates may exceed ``max_elements``."""
+"""The element budget: no tensor the frontend creates may exceed ``max_elements``, and
+the import's folding of static operands computes at most ``FOLD_MAX_ELEMENTS`` in all."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from hetero.errors import Keyword, TensorTooLargeError
 
 #: The default budget: 2**30 elements (4 GiB of float32) for any one tensor.
 DEFAULT_MAX_ELEMENTS = 2**30
+
+#: The most elements the import may compute, in all, to fold static operands (a
+#: Reshape's shape, a Slice's starts, ...): those come from small shape computations,
+#: so a model whose operand needs more would make a tiny file allocate gigabytes.
+FOLD_MAX_ELEMENTS = 2**24
 
 
 def check_elements(shape: Sequence[int], what: str, max_elements: int) -> None:

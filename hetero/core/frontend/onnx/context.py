@@ -22,11 +22,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from hetero.core.frontend.onnx.budget import check_elements
+from hetero.core.frontend.onnx.budget import FOLD_MAX_ELEMENTS, check_elements
 from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.runtime.reference import run_node
-from hetero.errors import DynamicShapeError, Keyword, ModelLoadError, UnsupportedOpError
+from hetero.errors import (
+    DynamicShapeError, Keyword, ModelLoadError, TensorTooLargeError, UnsupportedOpError,
+)
 
 Translator = Callable[["NodeContext"], None]
 
@@ -66,6 +68,7 @@ class ModelContext:
             v.name for v in onnx_graph.output
         }
         self._evaluated: dict[Value, np.ndarray | None] = {}
+        self._folded = 0  # elements evaluate() has computed so far
 
     def fresh(self, base: str) -> str:
         """A node or value name based on ``base`` that no ONNX name and no earlier one uses."""
@@ -76,8 +79,13 @@ class ModelContext:
         self._taken.add(name)
         return name
 
-    def evaluate(self, value: Value) -> np.ndarray | None:
-        """The array ``value`` always holds, or None if it depends on a graph input."""
+    def evaluate(self, value: Value, needed_by: str) -> np.ndarray | None:
+        """The array ``value`` always holds, or None if it depends on a graph input.
+
+        Each node it folds is charged, from its output types and before it runs, against
+        :data:`FOLD_MAX_ELEMENTS` for the whole import; ``needed_by`` says in the error
+        which operand wanted the value.
+        """
         stack = [value]
         while stack:
             top = stack[-1]
@@ -90,6 +98,7 @@ class ModelContext:
                 stack.pop()
                 continue
             if node.opdef.fold is not None:
+                self._charge(node, needed_by)
                 self._store(node, node.opdef.fold(node.input_types(), node.attrs))
                 stack.pop()
                 continue
@@ -102,9 +111,25 @@ class ModelContext:
             if any(a is None for v, a in zip(node.inputs, args) if v is not None):
                 self._store(node, None)
             else:
+                self._charge(node, needed_by)
                 self._store(node, run_node(node, args))
             stack.pop()
         return self._known(value)
+
+    def _charge(self, node: Node, needed_by: str) -> None:
+        """TensorTooLargeError if folding ``node`` would take the import past its limit."""
+        size = sum(out.type.size for out in node.outputs)
+        if self._folded + size > FOLD_MAX_ELEMENTS:
+            big = max(node.outputs, key=lambda v: v.type.size)
+            raise TensorTooLargeError(
+                f"model {self.model_name}: {needed_by} would be computed at import by "
+                f"folding node {node.name!r} ({node.op}), whose output {big.name!r} has shape "
+                f"{list(big.shape)} ({big.type.size:,} elements); the import folds at most "
+                f"{FOLD_MAX_ELEMENTS:,} elements in all for such operands (shapes, axes, "
+                "bounds): compute the operand from tensor shapes (Shape) rather than tensor "
+                "values, or fold it into a constant before export"
+            )
+        self._folded += size
 
     def _known(self, value: Value) -> np.ndarray | None:
         return value.data if value.data is not None else self._evaluated[value]
@@ -171,7 +196,8 @@ class NodeContext:
         """The constant array of input ``i`` (None if absent); DynamicShapeError if it varies."""
         if not self.has_input(i):
             return None
-        array = self.model.evaluate(self.input(i))
+        array = self.model.evaluate(
+            self.input(i), f"{self.label}: its {what} input {self.node.input[i]!r}")
         if array is None:
             raise DynamicShapeError(
                 f"model {self.model.model_name}: {self.label}: its {what} input "

@@ -65,7 +65,7 @@ def load_onnx(
     check_defined_before_use(source)
     version = default_opset(source)
     check_supported(source)
-    input_types = resolve_input_shapes(source, input_shapes)
+    input_types = resolve_input_shapes(source, input_shapes, max_elements)
     set_weights_aside(source)
     check_model(source)
     upgrade(source, version)

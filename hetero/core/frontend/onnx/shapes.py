@@ -9,11 +9,13 @@ it, and the types onnx infers are later compared with the ones hetero infers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import math
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS, check_elements
 from hetero.core.frontend.onnx.loader import Source, reason
 from hetero.core.ir.types import TensorType, as_dtype
 from hetero.errors import (
@@ -45,12 +47,14 @@ def graph_inputs(source: Source) -> list[onnx.ValueInfoProto]:
 
 
 def resolve_input_shapes(
-    source: Source, input_shapes: Mapping[str, Sequence[int]] | None
+    source: Source, input_shapes: Mapping[str, Sequence[int]] | None,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> dict[str, TensorType]:
     """Every real input's static type; the fixed shapes are written into the model.
 
     ``input_shapes`` overrides or completes the declared shapes. A dimension left
-    dynamic raises :class:`DynamicShapeError` saying how to fix it.
+    dynamic raises :class:`DynamicShapeError` saying how to fix it; an input over the
+    element budget raises :class:`TensorTooLargeError` before onnx's tools see it.
     """
     inputs = graph_inputs(source)
     names = [v.name for v in inputs]
@@ -64,6 +68,8 @@ def resolve_input_shapes(
     types: dict[str, TensorType] = {}
     for info in inputs:
         types[info.name] = _input_type(source, info, given.get(info.name))
+        check_elements(types[info.name].shape, f"model {source.name}: input {info.name!r}",
+                       max_elements)
         _set_shape(info, types[info.name].shape)
     if given:
         # Shapes declared for the other values were derived from the old input shapes.
@@ -124,21 +130,26 @@ def _input_type(
     return TensorType(shape, dtype)
 
 
+#: The most elements of propagated data onnx may hold for one model (~100 MB in onnx).
+SHAPE_DATA_LIMIT = 2**20
+
+
 def infer_onnx_types(source: Source, opset: int) -> dict[str, TensorType]:
     """onnx's inferred type of every value it types statically (and correctly).
 
-    Runs ``onnx.shape_inference.infer_shapes`` in strict mode (with data propagation,
-    so shape computations are followed); an inconsistency it finds is a ModelLoadError.
+    Runs ``onnx.shape_inference.infer_shapes`` in strict mode; an inconsistency it finds
+    is a ModelLoadError. A second run with data propagation follows shape computations
+    (``Shape -> Gather -> Concat -> Reshape``), but onnx's propagation spells out, as
+    one dimension record each, every value of each 1-D tensor that reaches an op it
+    propagates (``Add``, ``Gather``, ``Concat``, ...): 2**30 of them for a 71-byte model
+    with an int64 input of that length: tens of seconds, then ``std::bad_alloc``.
+    So the second run happens only when the first shows those tensors' total length
+    within :data:`SHAPE_DATA_LIMIT`; otherwise onnx's types come without it (hetero's
+    own shapes do not depend on onnx's; only the cross-check sees fewer values).
     """
-    try:
-        inferred = onnx.shape_inference.infer_shapes(
-            source.model, check_type=True, strict_mode=True, data_prop=True
-        )
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
-        raise ModelLoadError(
-            f"model {source.name} fails onnx's shape inference with the given input shapes: "
-            f"{reason(exc)}"
-        ) from None
+    inferred = _infer(source, data_prop=False)
+    if _propagated_elements(inferred) <= SHAPE_DATA_LIMIT:
+        inferred = _infer(source, data_prop=True)
     graph = inferred.graph
     untrusted = _misinferred(graph, opset)
     types: dict[str, TensorType] = {}
@@ -147,6 +158,75 @@ def infer_onnx_types(source: Source, opset: int) -> dict[str, TensorType]:
         if static is not None and info.name not in untrusted:
             types[info.name] = static
     return types
+
+
+def _infer(source: Source, data_prop: bool) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(
+            source.model, check_type=True, strict_mode=True, data_prop=data_prop
+        )
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        raise ModelLoadError(
+            f"model {source.name} fails onnx's shape inference with the given input shapes: "
+            f"{reason(exc)}"
+        ) from None
+    except MemoryError:
+        raise ModelLoadError(
+            f"model {source.name}: onnx's shape inference ran out of memory; the model may "
+            "describe tensors far larger than it needs: check its shapes"
+        ) from None
+
+
+def _propagated_elements(inferred: onnx.ModelProto) -> float:
+    """An upper bound on the values onnx's data propagation would spell out for the model.
+
+    ``inferred`` is the model typed without propagation. Each input and output of a
+    node whose op propagates data counts with its length when it is a scalar or 1-D
+    (what onnx spells out; it never does for higher ranks); a value of unknown rank or
+    length, or a node with subgraphs, makes the bound infinite.
+    """
+    graph = inferred.graph
+    dims: dict[str, list[int | None] | None] = {t.name: list(t.dims) for t in graph.initializer}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        dims[info.name] = _declared_dims(info)
+    version = next((o.version for o in inferred.opset_import if o.domain in ("", "ai.onnx")), 0)
+    total = 0
+    for node in graph.node:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in node.attribute):
+            return math.inf
+        if not _propagates(node, version):
+            continue
+        for name in (*node.input, *node.output):
+            if not name:
+                continue
+            shape = dims.get(name)
+            if shape is None or (len(shape) == 1 and shape[0] is None):
+                return math.inf
+            if len(shape) <= 1:
+                total += shape[0] if shape else 1
+    return total
+
+
+def _propagates(node: onnx.NodeProto, version: int) -> bool:
+    """Whether onnx's schema for ``node`` has a data propagation function."""
+    if node.domain not in ("", "ai.onnx"):
+        return True  # unknown to us: assume the worst
+    try:
+        schema = onnx.defs.get_schema(node.op_type, version, "")
+    except onnx.defs.SchemaError:
+        return True
+    return schema.has_data_propagation_function
+
+
+def _declared_dims(info: onnx.ValueInfoProto) -> list[int | None] | None:
+    """A tensor value's dims (None for an unknown one), or None for an unknown rank."""
+    if info.type.WhichOneof("value") != "tensor_type":
+        return None
+    tensor = info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
 
 
 def _misinferred(graph: onnx.GraphProto, opset: int) -> set[str]:
