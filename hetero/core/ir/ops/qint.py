@@ -3,7 +3,9 @@
 These are hetero-internal ops, like TVM's qnn dialect: the ONNX frontend never
 produces them; :mod:`hetero.core.passes.lower_qdq` replaces the float
 DequantizeLinear → op → QuantizeLinear units of a QDQ model with them, and
-backends that run integer arithmetic (npu_sim) take them. Their semantics are the
+backends that run integer arithmetic (npu_sim) take them; they also lower to the
+tensor IR (:mod:`hetero.core.lower.qint`), so the CPU fallback runs any region such a
+backend declines, bit for bit. Their semantics are the
 shared integer spec: quantisation is ``real = scale · (q − zero)``, every op
 accumulates exactly and brings the sum to the output's scale with
 :func:`~hetero.core.ir.ops.fixed_point.requantize` (multiply by an int32
@@ -47,7 +49,8 @@ _INT8 = np.dtype("int8")
 _INT32 = np.dtype("int32")
 _I8_MIN, _I8_MAX = -128, 127
 
-#: The integer ops this module defines: only backends that compute in int8 take them.
+#: The integer ops this module defines: a backend that computes in int8 declares them
+#: (the QDQ units it would take are lowered to them); the fallback takes them too.
 INTEGER_OPS = frozenset({"QConv", "QMatMul", "QAdd", "QMul", "QAveragePool", "Requantize"})
 
 
