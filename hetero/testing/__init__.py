@@ -11,8 +11,9 @@ from hetero.testing.cases import (
     Tolerance,
     case_dtypes,
     compare_outputs,
+    edge_case,
     example_case,
     op_cases,
 )
 
-__all__ = ["OpCase", "Tolerance", "case_dtypes", "compare_outputs", "example_case", "op_cases"]
+__all__ = ["OpCase", "Tolerance", "case_dtypes", "compare_outputs", "edge_case", "example_case", "op_cases"]

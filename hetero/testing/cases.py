@@ -10,6 +10,13 @@ on which the op is well conditioned (positive inputs for Log and Sqrt, divisors
 away from zero, quantiser inputs away from rounding ties), so a disagreement is a
 backend's fault, not the case's.
 
+Edge values: drawn cases sometimes, and the fixed :func:`edge_case` always, take the
+op's edge values: NaN in float inputs of the max/min family (Max, Min, Relu, Clip,
+the piecewise-linear activations), the pools, the reductions and the comparisons,
+where the reference propagates NaN (or compares false); and for Gather a run-time
+index out of range, where the reference raises InputError and a backend must too
+(the case's ``error``). A backend that drops NaN or clamps an index fails them.
+
 The ``dtype`` of a case is that of the op's main input: its first, except for
 Where (its X; the condition is always bool) and ConstantOfShape (its fill value).
 
@@ -65,12 +72,17 @@ from hetero.testing.cases_base import (
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["OpCase", "Tolerance", "case_dtypes", "compare_outputs", "example_case", "op_cases"]
+__all__ = ["OpCase", "Tolerance", "case_dtypes", "compare_outputs", "edge_case", "example_case", "op_cases"]
 
 
 @dataclass(frozen=True)
 class OpCase:
-    """One op on concrete inputs: the graph, its inputs, the reference outputs, the tolerance."""
+    """One op on concrete inputs: the graph, its inputs, the reference outputs, the tolerance.
+
+    When ``error`` is set the reference raises on these inputs (an index out of
+    range): ``expected`` is empty, ``error_message`` is the reference's, and a backend
+    must raise ``error`` too rather than return values.
+    """
 
     op: str
     dtype: str
@@ -78,6 +90,8 @@ class OpCase:
     inputs: dict[str, np.ndarray]
     expected: dict[str, np.ndarray]
     tolerance: Tolerance
+    error: type[Exception] | None = None
+    error_message: str = ""
 
     def describe(self) -> str:
         """One line naming the op, the dtype, each operand's type and the attributes."""
@@ -121,6 +135,16 @@ def example_case(op: str, dtype: str | None = None) -> OpCase:
     """One small case of ``op`` (in ``dtype``, or its usual dtype), the same on every call."""
     chosen = _dtypes(op, dtype)[0]
     return _make(op, chosen, SeededDraw(zlib.crc32(f"{op}:{chosen}".encode())))
+
+
+def edge_case(op: str, dtype: str | None = None) -> OpCase | None:
+    """The fixed case of ``op`` that takes its edge values (NaN inputs, an index out of
+    range: see :meth:`Draw.edge`), or None when the op has none in ``dtype``. The
+    suite runs it before the drawn cases, so every run meets the edges."""
+    chosen = _dtypes(op, dtype)[0]
+    draw = SeededDraw(zlib.crc32(f"{op}:{chosen}:edge".encode()), edges=True)
+    case = _make(op, chosen, draw)
+    return case if draw.took_edge else None
 
 
 def compare_outputs(case: OpCase, got: Mapping[str, np.ndarray]) -> str | None:
@@ -172,5 +196,11 @@ def _make(op: str, dtype: str, draw: Draw) -> OpCase:
     b.output(*(result if isinstance(result, tuple) else (result,)))
     graph = b.build()
     inputs = {o.name: o.array for o in spec.operands if o is not None and not o.constant}
-    expected = run_reference(graph, inputs)
-    return OpCase(op, dtype, graph, inputs, expected, spec.tolerance)
+    if spec.error is None:
+        return OpCase(op, dtype, graph, inputs, run_reference(graph, inputs), spec.tolerance)
+    try:
+        run_reference(graph, inputs)
+    except spec.error as exc:
+        return OpCase(op, dtype, graph, inputs, {}, spec.tolerance, spec.error, str(exc))
+    raise AssertionError(f"the {op} generator promised a {spec.error.__name__} from the reference, "
+                         "which computed the case instead")

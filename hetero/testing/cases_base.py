@@ -41,7 +41,7 @@ class Tolerance:
         if want.size == 0:
             return None
         if want.dtype.kind in "biu" or (self.rtol == 0 and self.atol == 0):
-            wrong = got != want
+            wrong = (got != want) & ~(_nan(got) & _nan(want))
             if not np.any(wrong):
                 return None
             index = np.unravel_index(int(np.argmax(wrong)), want.shape)
@@ -64,6 +64,10 @@ class Tolerance:
                 f"(rtol={self.rtol:.3g}, atol={self.atol:.3g}); max abs error {gap.max():.6g}, "
                 f"max rel error {np.nanmax(rel):.6g}; worst at index "
                 f"{tuple(int(i) for i in index)}: got {g[index]!r}, want {w[index]!r}")
+
+
+def _nan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
 
 
 EXACT = Tolerance(0.0, 0.0)
@@ -98,7 +102,9 @@ def peak(*arrays: np.ndarray | None) -> float:
 
 
 class Draw(Protocol):
-    """The choices a generator makes: structure through ``pick``/``integer``, data through ``rng``."""
+    """The choices a generator makes: structure through ``pick``/``integer``, data through
+    ``rng``, and whether to use the op's edge values (NaN, an index out of range) through
+    ``edge``."""
 
     rng: np.random.Generator
 
@@ -108,18 +114,29 @@ class Draw(Protocol):
     def integer(self, lo: int, hi: int) -> int:
         """An integer in ``[lo, hi]``, both included."""
 
+    def edge(self) -> bool:
+        """Whether this case takes the op's edge values: NaN in float inputs where NaN
+        semantics matter (the max/min family, pools, reductions, comparisons), an index
+        out of range for Gather (a case whose reference raises)."""
+
 
 class SeededDraw:
     """Choices from a numpy generator with a fixed seed: the same case every time."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, edges: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
+        self.edges = edges
+        self.took_edge = False  # whether the generator asked for an edge and took it
 
     def pick(self, options: Sequence[T]) -> T:
         return options[int(self.rng.integers(len(options)))]
 
     def integer(self, lo: int, hi: int) -> int:
         return int(self.rng.integers(lo, hi + 1))
+
+    def edge(self) -> bool:
+        self.took_edge |= self.edges
+        return self.edges
 
 
 class HypothesisDraw:
@@ -136,6 +153,9 @@ class HypothesisDraw:
 
     def integer(self, lo: int, hi: int) -> int:
         return int(self._draw(self._st.integers(lo, hi)))
+
+    def edge(self) -> bool:
+        return bool(self._draw(self._st.sampled_from((False, False, True))))
 
 
 @dataclass(frozen=True)
@@ -155,6 +175,9 @@ class Spec:
     operands: tuple[Operand | None, ...]
     attrs: dict[str, Any]
     tolerance: Tolerance
+    #: The hetero error the reference raises on these operands (an index out of range):
+    #: a backend must raise it too, at compile or run time, rather than return values.
+    error: type[Exception] | None = None
 
 
 #: A generator: (op, draw, dtype name) -> Spec.
@@ -200,6 +223,18 @@ def values(d: Draw, shape: Sequence[int], dtype: np.dtype, small: bool = False) 
         return uniform(d, shape, dtype, -4.0, 4.0)
     top = 10 if small else 100
     return integers(d, shape, dtype, 0 if dtype.kind == "u" else -top, top)
+
+
+def with_nan(d: Draw, x: np.ndarray) -> np.ndarray:
+    """``x`` with about a fifth of its elements (at least one) NaN when the case takes
+    edge values (:meth:`Draw.edge`) and ``x`` is a float array; else ``x`` itself."""
+    if x.dtype.kind != "f" or x.size == 0 or not d.edge():
+        return x
+    x = np.array(x)  # a copy, and an array even for a numpy scalar, so the view below writes
+    flat = x.reshape(-1)
+    flat[d.rng.random(flat.size) < 0.2] = np.nan
+    flat[int(d.rng.integers(flat.size))] = np.nan
+    return x
 
 
 def exact_or(dtype: np.dtype, tolerance: Callable[[], Tolerance]) -> Tolerance:

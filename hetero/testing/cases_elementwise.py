@@ -28,6 +28,7 @@ from hetero.testing.cases_base import (
     shape,
     uniform,
     values,
+    with_nan,
 )
 
 _SIGNED = ("float32", "float16", "int8", "int32", "int64")
@@ -74,11 +75,11 @@ def _piecewise_linear(op: str, d: Draw, dtype: np.dtype) -> Spec:
     x = uniform(d, shape(d, 0, 4), dtype, -5.0, 5.0)
     if op == "HardSigmoid":
         alpha, beta = d.pick((0.2, 0.5, 1 / 6)), d.pick((0.5, 0.0, 0.3))
-        return _unary(x, rounded(dtype, 4, alpha * peak(x) + beta), alpha=alpha, beta=beta)
+        return _unary(with_nan(d, x), rounded(dtype, 4, alpha * peak(x) + beta), alpha=alpha, beta=beta)
     if op == "LeakyRelu":
-        return _unary(x, rounded(dtype, 2), alpha=d.pick((0.01, 0.1, 0.2, 1.5)))
+        return _unary(with_nan(d, x), rounded(dtype, 2), alpha=d.pick((0.01, 0.1, 0.2, 1.5)))
     # x · (x/6 + 1/2): the bracket cancels near x = -3, leaving an error of eps·|x|.
-    return _unary(x, rounded(dtype, 4, peak(x)))
+    return _unary(with_nan(d, x), rounded(dtype, 4, peak(x)))
 
 
 @generates(("Floor", "Ceil"), FLOATS)
@@ -89,7 +90,7 @@ def _rounding(op: str, d: Draw, dtype: np.dtype) -> Spec:
 
 @generates(("Relu", "Neg"), _SIGNED)
 def _signed_exact(op: str, d: Draw, dtype: np.dtype) -> Spec:
-    return _unary(values(d, shape(d, 0, 4), dtype), EXACT)
+    return _unary(with_nan(d, values(d, shape(d, 0, 4), dtype)), EXACT)
 
 
 @generates(("Abs",), NUMERIC)
@@ -118,7 +119,7 @@ def _clip(op: str, d: Draw, dtype: np.dtype) -> Spec:
     # Fractional bounds check that integer inputs clip to ceil(min) and floor(max).
     low, high = d.pick(((0.0, 6.0), (-1.5, 2.5), (-np.inf, 2.0), (-30.0, np.inf),
                         (-np.inf, np.inf), (-300.0, 300.0)))
-    return _unary(x, EXACT, min=low, max=high)
+    return _unary(with_nan(d, x), EXACT, min=low, max=high)
 
 
 @generates(("Cast",), ALL)
@@ -161,6 +162,8 @@ def _arithmetic(op: str, d: Draw, dtype: np.dtype) -> Spec:
         else:
             b = integers(d, sb, dtype, blo, bhi)
     tolerance = EXACT if op in ("Max", "Min") else exact_or(dtype, lambda: rounded(dtype, 2))
+    if op in ("Max", "Min"):  # a NaN on either side must win
+        a, b = with_nan(d, a), with_nan(d, b)
     return Spec((Operand("a", a), Operand("b", b)), {}, tolerance)
 
 
@@ -183,7 +186,8 @@ def _tied(d: Draw, s: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 @generates(("Less", "LessOrEqual", "Greater", "GreaterOrEqual"), NUMERIC)
 def _compare(op: str, d: Draw, dtype: np.dtype) -> Spec:
     sa, sb = broadcast_shapes(d, 2)
-    return Spec((Operand("a", _tied(d, sa, dtype)), Operand("b", _tied(d, sb, dtype))), {}, EXACT)
+    a, b = _tied(d, sa, dtype), _tied(d, sb, dtype)
+    return Spec((Operand("a", with_nan(d, a)), Operand("b", with_nan(d, b))), {}, EXACT)
 
 
 generates(("Equal",), NUMERIC + ("bool",))(_compare)

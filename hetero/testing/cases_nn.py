@@ -28,6 +28,7 @@ from hetero.testing.cases_base import (
     summed,
     uniform,
     values,
+    with_nan,
 )
 
 
@@ -73,10 +74,10 @@ def _pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
     attrs["ceil_mode"] = d.pick((0, 1))
     x = values(d, (d.integer(1, 2), d.integer(1, 3)) + spatial, dtype)
     if op == "MaxPool":
-        return Spec((Operand("x", x),), attrs, EXACT)
+        return Spec((Operand("x", with_nan(d, x)),), attrs, EXACT)
     attrs["count_include_pad"] = d.pick((0, 1))
     terms = math.prod(attrs["kernel_shape"])
-    return Spec((Operand("x", x),), attrs, summed(dtype, terms + 1, terms * peak(x)))
+    return Spec((Operand("x", with_nan(d, x)),), attrs, summed(dtype, terms + 1, terms * peak(x)))
 
 
 # AveragePool is float-only; MaxPool also takes int8 and uint8.
@@ -87,9 +88,9 @@ generates(("AveragePool",), FLOATS)(_pool)
 def _global_pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
     x = uniform(d, (d.integer(1, 2), d.integer(1, 3)) + shape(d, 1, 3, dim_hi=5), dtype, -4.0, 4.0)
     if op == "GlobalMaxPool":
-        return Spec((Operand("x", x),), {}, EXACT)
+        return Spec((Operand("x", with_nan(d, x)),), {}, EXACT)
     terms = math.prod(x.shape[2:])
-    return Spec((Operand("x", x),), {}, summed(dtype, terms + 1, terms * peak(x)))
+    return Spec((Operand("x", with_nan(d, x)),), {}, summed(dtype, terms + 1, terms * peak(x)))
 
 
 @generates(("BatchNormalization",), FLOATS)
@@ -187,8 +188,8 @@ def _reduce(op: str, d: Draw, dtype: np.dtype) -> Spec:
         if dtype.kind in "iu" else uniform(d, s, dtype)
     attrs = {"axes": tuple(d.rng.permutation(axes).tolist()), "keepdims": d.pick((1, 0))}
     if op in ("ReduceMax", "ReduceMin") or dtype.kind != "f":
-        return Spec((Operand("x", x),), attrs, EXACT)
-    return Spec((Operand("x", x),), attrs, summed(dtype, terms + 1, terms * peak(x)))
+        return Spec((Operand("x", with_nan(d, x)),), attrs, EXACT)
+    return Spec((Operand("x", with_nan(d, x)),), attrs, summed(dtype, terms + 1, terms * peak(x)))
 
 
 def _quant_params(d: Draw, s: tuple[int, ...], scale_dtype: np.dtype, zero_dtype: np.dtype

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero.errors import InputError
 from hetero.testing.cases_base import (
     ALL,
     EXACT,
@@ -117,8 +118,15 @@ def _gather(op: str, d: Draw, dtype: np.dtype) -> Spec:
     dim = data.array.shape[axis]
     index_dtype = np.dtype(d.pick(("int64", "int32")))
     indices = integers(d, shape(d, 0, 2), index_dtype, -dim, dim - 1)  # negatives count from the end
+    attrs = {"axis": _maybe_negative(d, axis, data.array.ndim)}
+    if d.edge():
+        # One index just out of range, at run time: the reference raises, so must the
+        # backend (a constant one is refused when the graph is built, before any backend).
+        indices = indices.reshape(-1)[:3].copy() if indices.size else np.zeros(1, index_dtype)
+        indices[int(d.rng.integers(indices.size))] = d.pick((dim, -dim - 1))
+        return Spec((data, Operand("indices", indices)), attrs, EXACT, error=InputError)
     operands = (data, Operand("indices", indices, constant=d.pick((False, True))))
-    return Spec(operands, {"axis": _maybe_negative(d, axis, data.array.ndim)}, EXACT)
+    return Spec(operands, attrs, EXACT)
 
 
 @generates(("Unsqueeze",), ALL)

@@ -43,6 +43,7 @@ from hetero.testing.cases import (
     Tolerance,
     case_dtypes,
     compare_outputs,
+    edge_case,
     example_case,
     op_cases,
 )
@@ -245,8 +246,14 @@ def _check_case(backend: Backend, case: OpCase) -> None:
     try:
         got = part.run(case.inputs)
     except Exception as exc:
+        if case.error is not None and isinstance(exc, case.error):
+            return
         raise AssertionError(f"{backend.name} compiled but failed to run {case.describe()}: "
                              f"{type(exc).__name__}: {exc}") from exc
+    if case.error is not None:
+        raise AssertionError(f"{backend.name} returned values for {case.describe()}, where the "
+                             f"reference raises {case.error.__name__} ({case.error_message}); "
+                             f"raise {case.error.__name__} naming the node instead")
     problem = compare_outputs(case, got)
     if problem is not None:
         raise AssertionError(f"{backend.name} computes a wrong {case.op}: {problem}")
@@ -254,9 +261,14 @@ def _check_case(backend: Backend, case: OpCase) -> None:
 
 def test_op(backend: Backend, op: str, dtype: str, max_examples: int,
             request: pytest.FixtureRequest) -> None:
-    """Every drawn case the backend accepts compiles, runs and matches the reference."""
+    """Every drawn case the backend accepts compiles, runs and matches the reference,
+    the op's edge case (NaN inputs, an index out of range) first."""
     accepted: list[OpCase] = []
     declined: list[str] = []
+    edge = edge_case(op, dtype)
+    if edge is not None and _declined(backend, edge.graph) is None:
+        accepted.append(edge)
+        _check_case(backend, edge)
 
     @_settings(max_examples)
     @given(case=op_cases(op, dtype))

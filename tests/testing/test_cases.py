@@ -11,15 +11,17 @@ from hetero.core.ir import op_names
 from hetero.core.ir.verify import verify
 from hetero.core.plugin.manager import get_backend
 from hetero.core.runtime.reference import run_reference
-from hetero.errors import UnknownOpError
+from hetero.errors import InputError, UnknownOpError
 from hetero.testing import (
     OpCase,
     Tolerance,
     case_dtypes,
     compare_outputs,
+    edge_case,
     example_case,
     op_cases,
 )
+from hetero.testing.suite import _check_case
 
 SMALL = 4096  # elements per tensor: a backend compiles and runs a case in well under a second
 FEW = settings(max_examples=3, deadline=None, database=None,
@@ -138,8 +140,12 @@ _LLVM = get_backend("llvm_cpu")
 
 
 def _run_on_llvm(case: OpCase) -> None:
-    got = _LLVM.compile(case.graph, {}).run(case.inputs)
-    problem = compare_outputs(case, got)
+    part = _LLVM.compile(case.graph, {})
+    if case.error is not None:
+        with pytest.raises(case.error):
+            part.run(case.inputs)
+        return
+    problem = compare_outputs(case, part.run(case.inputs))
     assert problem is None, problem
 
 
@@ -148,6 +154,9 @@ def _run_on_llvm(case: OpCase) -> None:
 def test_llvm_cpu_passes_every_case(op: str) -> None:
     for dtype in case_dtypes(op):
         _run_on_llvm(example_case(op, dtype))
+        edge = edge_case(op, dtype)
+        if edge is not None:
+            _run_on_llvm(edge)
 
     @FEW
     @given(st.just(None), op_cases(op))
@@ -155,3 +164,90 @@ def test_llvm_cpu_passes_every_case(op: str) -> None:
         _run_on_llvm(case)
 
     generated()
+
+
+# -- edge values ------------------------------------------------------------------
+
+#: Ops whose meaning on NaN is the point: a NaN operand, window entry or reduced term wins.
+NAN_OPS = ["Max", "Min", "Relu", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "MaxPool",
+           "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "ReduceMax", "ReduceMin",
+           "ReduceSum", "ReduceMean", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"]
+
+
+@pytest.mark.parametrize("op", NAN_OPS)
+def test_edge_cases_put_nan_into_every_float_dtype(op: str) -> None:
+    for dtype in (d for d in case_dtypes(op) if np.dtype(d).kind == "f"):
+        case = edge_case(op, dtype)
+        assert case is not None and case.error is None
+        assert any(np.isnan(a).any() for a in case.inputs.values()), case.describe()
+        assert_sound(case)
+
+
+@pytest.mark.parametrize("op", ["Max", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin"])
+def test_max_min_edge_cases_expect_nan_out(op: str) -> None:
+    case = edge_case(op)
+    assert case is not None and any(np.isnan(w).any() for w in case.expected.values())
+
+
+def test_integer_dtypes_and_ops_without_edges_have_no_edge_case() -> None:
+    assert edge_case("Max", "int32") is None
+    assert edge_case("Conv") is None
+
+
+def test_gather_edge_case_is_a_runtime_index_out_of_range_that_the_reference_refuses() -> None:
+    case = edge_case("Gather")
+    assert case is not None and case.error is InputError and case.expected == {}
+    assert "is out of range" in case.error_message
+    node = case.graph.nodes[0]
+    assert not node.inputs[1].is_constant
+    dim = node.inputs[0].shape[node.attrs["axis"]]
+    indices = case.inputs[node.inputs[1].name]
+    assert ((indices < -dim) | (indices >= dim)).any()
+
+
+def test_exact_tolerance_matches_nan_only_with_nan() -> None:
+    want = np.array([np.nan, 1.0], np.float32)
+    assert Tolerance(0.0, 0.0).check(want.copy(), want) is None
+    assert Tolerance(0.0, 0.0).check(np.array([1.0, 1.0], np.float32), want) is not None
+    assert Tolerance(0.0, 0.0).check(np.array([np.nan, np.nan], np.float32), want) is not None
+
+
+class _Part:
+    def __init__(self, fn) -> None:  # noqa: ANN001 - inputs -> outputs
+        self.run = fn
+
+
+class _Backend:
+    """A backend computing one op with a numpy function that has the classic edge bugs."""
+
+    name = "edgy"
+
+    def __init__(self, fn) -> None:  # noqa: ANN001
+        self.fn = fn
+
+    def compile(self, graph, options):  # noqa: ANN001, ANN201
+        out = graph.outputs[0].name
+        return _Part(lambda inputs: {out: self.fn(*inputs.values())})
+
+
+def test_the_suite_catches_a_backend_that_drops_nan() -> None:
+    case = edge_case("Max")
+    assert case is not None
+    nan_dropping = _Backend(lambda a, b: np.fmax(a, b))
+    with pytest.raises(AssertionError, match="computes a wrong Max"):
+        _check_case(nan_dropping, case)
+    _check_case(_Backend(np.maximum), case)
+
+
+def test_the_suite_catches_a_backend_that_clamps_indices() -> None:
+    case = edge_case("Gather")
+    assert case is not None
+    axis = case.graph.nodes[0].attrs["axis"]
+    clamping = _Backend(lambda data, idx: np.take(data, idx, axis=axis, mode="clip"))
+    with pytest.raises(AssertionError, match="returned values .* where the reference raises InputError"):
+        _check_case(clamping, case)
+
+    def refusing(data: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        raise InputError("node gather (Gather): index out of range")
+
+    _check_case(_Backend(refusing), case)
