@@ -77,13 +77,21 @@ class NpuPart:
         if len(artifact) < _ARTIFACT.size or artifact[:4] != _MAGIC:
             raise PluginError("npu_sim: not an npu_sim artifact (bad magic); recompile the model")
         _, length = _ARTIFACT.unpack_from(artifact)
-        meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
+        if _ARTIFACT.size + length > len(artifact):
+            raise PluginError(f"npu_sim: artifact truncated ({len(artifact)} bytes, its header declares "
+                              f"{length} of metadata); recompile the model")
+        try:
+            meta = json.loads(artifact[_ARTIFACT.size:_ARTIFACT.size + length])
+            # Artifacts written before Concat views carry [addr, shape, perm] only: whole blocks.
+            locs = {name: Loc(addr, tuple(shape), tuple(perm), 1, *(tuple(v) for v in view))
+                    for name, (addr, shape, perm, *view) in meta["locs"].items()}
+            work = {tag: LayerWork(op, macs, size) for tag, (op, macs, size) in meta["work"].items()}
+            config, timeline = NpuConfig(**meta["config"]), bool(meta["timeline"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise PluginError(f"npu_sim: the artifact's metadata is malformed ({type(exc).__name__}: {exc}); "
+                              "recompile the model") from None
         program = Program.from_bytes(artifact[_ARTIFACT.size + length:])
-        # Artifacts written before Concat views carry [addr, shape, perm] only: whole blocks.
-        locs = {name: Loc(addr, tuple(shape), tuple(perm), 1, *(tuple(v) for v in view))
-                for name, (addr, shape, perm, *view) in meta["locs"].items()}
-        work = {tag: LayerWork(op, macs, size) for tag, (op, macs, size) in meta["work"].items()}
-        return cls(program, NpuConfig(**meta["config"]), locs, work, record_timeline=meta["timeline"])
+        return cls(program, config, locs, work, record_timeline=timeline)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Simulate the program on ``inputs`` (by name); its outputs by name."""
