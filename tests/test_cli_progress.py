@@ -131,3 +131,18 @@ def test_core_reports_calibration_compile_and_simulation(tmp_path: Path) -> None
     assert any(s[0] == "compile" and "npu_sim" in s[3] for s in compiles)
     assert any(s[0] == "simulate" for s in recorder.steps)
     assert {"calibrate", "compile", "simulate"} <= set(recorder.ended)
+
+
+def test_a_warning_erases_the_status_line_first() -> None:
+    import warnings
+
+    from hetero.cli.terminal import one_line_warnings
+
+    terminal = FakeTerminal()
+    status = TerminalProgress(terminal, clock=lambda: 0.0, width=80)
+    with one_line_warnings("run", terminal, status), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        status.step("compile", 1, 2, "region r0 on npu_sim")
+        warnings.warn("npu_sim failed; llvm_cpu compiles it instead", UserWarning, stacklevel=1)
+    assert terminal.getvalue().endswith(
+        "compile 1/2 region r0 on npu_sim\r\x1b[Khetero run: warning: npu_sim failed; llvm_cpu compiles it instead\n")

@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with one_line_warnings(args.command), progress_reporter(getattr(args, "quiet", False)):
+        with progress_reporter(getattr(args, "quiet", False)) as status, \
+                one_line_warnings(args.command, status=status):
             code = int(args.func(args) or 0)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
             return code

@@ -98,12 +98,16 @@ def progress_reporter(quiet: bool, stream: TextIO | None = None) -> Iterator[Ter
 
 
 @contextmanager
-def one_line_warnings(command: str, stream: TextIO | None = None) -> Iterator[None]:
-    """Print warnings raised inside as ``hetero COMMAND: warning: MESSAGE``, one line each."""
+def one_line_warnings(command: str, stream: TextIO | None = None,
+                      status: TerminalProgress | None = None) -> Iterator[None]:
+    """Print warnings raised inside as ``hetero COMMAND: warning: MESSAGE``, one line each
+    (erasing the ``status`` line first, which the next progress step redraws)."""
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
         out = file or stream or sys.stderr
         text = " ".join(str(message).split())
+        if status is not None:
+            status.close()
         try:
             out.write(f"hetero {command}: warning: {text}\n")
         except OSError:
