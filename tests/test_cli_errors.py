@@ -153,3 +153,10 @@ def test_warnings_print_as_one_line_without_source(capsys: pytest.CaptureFixture
     assert err == ("hetero run: warning: backend x failed to compile region r0: KeyError 'y'; "
                    "llvm_cpu compiles it instead\n")
     assert os.path.basename(__file__) not in err
+
+
+def test_conformance_refuses_an_unwritable_report_before_running(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing" / "matrix.json"
+    err = _one_line_error(*run_cli(capsys, "conformance", "llvm_cpu", "--json", str(target))[::2])
+    assert f"--json {target}: the folder" in err

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from hetero.cli.common import check_writable
+
 
 def add_parser(subs: Any) -> None:
     """Register ``hetero conformance`` and its arguments."""
@@ -33,6 +35,10 @@ def cmd_conformance(args: argparse.Namespace) -> int:
               "run: pip install 'hetero[test]'", file=sys.stderr)
         return 2
     from hetero.testing.plugin import SUITE
+
+    for flag, path in (("--json", args.json), ("--junit", args.junit)):
+        if path is not None:
+            check_writable(path, flag)  # before the suite's minutes, not after
 
     # -c devnull: the user's pytest configuration (addopts, filterwarnings=error...)
     # is for their tests, not for the suite; the cache would litter the current folder.
