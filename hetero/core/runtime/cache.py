@@ -175,7 +175,10 @@ class CompileCache:
                              "choose another folder") from None
         if not stat.S_ISDIR(info.st_mode):
             raise CacheError(f"compile cache {self.root} is not a folder; remove it or choose another")
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        # Windows reports no owner and fixed mode bits; there the folder's ACL decides.
+        if os.name != "posix":
+            return True
+        if info.st_uid != os.getuid():
             raise CacheError(f"compile cache {self.root} belongs to uid {info.st_uid}, not you "
                              f"(uid {os.getuid()}); use a folder of your own")
         if info.st_mode & 0o022:

@@ -83,10 +83,12 @@ def _read_key(path: Path) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise SignatureError(f"signing key {path} is not a regular file; remove it (a new key is "
                                  f"made on next use) or set {KEY_ENV} to a key file")
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        # Windows reports no owner and fixed mode bits; there the folder's ACL decides.
+        posix = os.name == "posix"
+        if posix and info.st_uid != os.getuid():
             raise SignatureError(f"signing key {path} belongs to uid {info.st_uid}, not you "
                                  f"(uid {os.getuid()}); set {KEY_ENV} to a key file of your own")
-        if info.st_mode & 0o077:
+        if posix and info.st_mode & 0o077:
             raise SignatureError(f"signing key {path} is open to others (mode {stat.S_IMODE(info.st_mode):o}): "
                                  f"whoever can read it can sign code you would run; chmod 600 {path}")
         key = os.read(fd, _MAX_KEY + 1)
