@@ -143,21 +143,20 @@ def infer_onnx_types(source: Source, opset: int) -> dict[str, TensorType]:
     one dimension record each, every value of each 1-D tensor that reaches an op it
     propagates (``Add``, ``Gather``, ``Concat``, ...): 2**30 of them for a 71-byte model
     with an int64 input of that length: tens of seconds, then ``std::bad_alloc``.
-    So the second run happens only when the first shows those tensors' total length
-    within :data:`SHAPE_DATA_LIMIT`; otherwise onnx's types come without it (hetero's
-    own shapes do not depend on onnx's; only the cross-check sees fewer values).
+    So the second run happens only when the first left a value untyped and shows
+    those tensors' total length within :data:`SHAPE_DATA_LIMIT`; otherwise onnx's
+    types come without it (hetero's own shapes never depend on onnx's; only the
+    cross-check sees fewer values).
     """
     inferred = _infer(source, data_prop=False)
-    if _propagated_elements(inferred) <= SHAPE_DATA_LIMIT:
+    values = [*inferred.graph.value_info, *inferred.graph.output]
+    typed = {info.name: _static_type(info) for info in values}
+    if None in typed.values() and _propagated_elements(inferred) <= SHAPE_DATA_LIMIT:
         inferred = _infer(source, data_prop=True)
-    graph = inferred.graph
-    untrusted = _misinferred(graph, opset)
-    types: dict[str, TensorType] = {}
-    for info in list(graph.value_info) + list(graph.output):
-        static = _static_type(info)
-        if static is not None and info.name not in untrusted:
-            types[info.name] = static
-    return types
+        typed = {info.name: _static_type(info)
+                 for info in (*inferred.graph.value_info, *inferred.graph.output)}
+    untrusted = _misinferred(inferred.graph, opset)
+    return {name: t for name, t in typed.items() if t is not None and name not in untrusted}
 
 
 def _infer(source: Source, data_prop: bool) -> onnx.ModelProto:
