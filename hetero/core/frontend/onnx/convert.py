@@ -9,9 +9,11 @@ The steps, each failing with an error that names the file, tensor or node at fau
    tensor's declared bytes (and no more) from them;
 4. check every value is defined before use, the opset is in range and every op is
    supported;
-5. fix the input shapes, run onnx's checker, upgrade opsets below 13 to 13 and run
-   onnx's shape inference (with the large weights set aside, as typed inputs);
-6. translate node by node into canonical ops, folding static operands;
+5. fix the input shapes (each within the budget), run onnx's checker, upgrade opsets
+   below 13 to 13 and run onnx's shape inference (with the large weights set aside,
+   as typed inputs; with data propagation only where its cost is bounded);
+6. translate node by node into canonical ops, folding static operands (at most
+   ``FOLD_MAX_ELEMENTS`` computed in all);
 7. compare hetero's types with onnx's, drop the dead shape computations, verify.
 """
 
@@ -54,7 +56,9 @@ def load_onnx(
     ``model`` is a path or a ``ModelProto`` (never modified). ``input_shapes`` fixes
     input dimensions the model leaves dynamic (or overrides declared ones), e.g.
     ``{"input": [1, 3, 224, 224]}``. ``max_elements`` bounds the element count of
-    any one tensor the model stores or computes.
+    any one tensor the model stores, takes as input or computes; it is checked from
+    shapes, before anything is allocated or read. External data is read only for
+    the bytes each tensor declares, from files inside the model's folder.
 
     >>> graph = load_onnx("resnet50.onnx", {"data": [1, 3, 224, 224]})  # doctest: +SKIP
     """
