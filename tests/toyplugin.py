@@ -197,15 +197,23 @@ def write_project(root: Path, dist: str, version: str, module: str, source: str,
     return root
 
 
-def run_hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m hetero.cli ARGS`` in a fresh process that sees the plugins installed in
-    ``site`` (and this folder, for :mod:`toyplugin`), with no HETERO_* variable but ``env``."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HETERO_")}
+def hetero_environment(site: Path, **env: str) -> dict[str, str]:
+    """The environment of a fresh process that sees the plugins installed in ``site`` (and
+    this folder, for :mod:`toyplugin`), with no HETERO_* variable but ``env`` and the
+    test session's signing key (so nothing signs with a key in the real home)."""
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith("HETERO_") or k == "HETERO_SIGNING_KEY_FILE"}
     environ["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).parent)])
     environ.update(env)
+    return environ
+
+
+def run_hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hetero.cli ARGS`` in a fresh process with :func:`hetero_environment`."""
     # No timeout: a hang is not what these runs test, and a loaded machine may take minutes.
     return subprocess.run([sys.executable, "-m", "hetero.cli", *args],
-                          capture_output=True, text=True, env=environ, check=False)
+                          capture_output=True, text=True, env=hetero_environment(site, **env),
+                          check=False)
 
 
 def run_conformance(folder: Path, backend: str) -> tuple[dict[str, Any], ET.Element]:

@@ -153,15 +153,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     """Import, optimise, quantise as asked and partition, as ``hetero.compile`` would;
     print the partition report."""
-    from hetero.core.compiler import FALLBACK
-    from hetero.core.partition import partition_graph
+    from hetero.core.compiler import partition_for_targets
 
     if args.output:
         check_writable(args.output, "--output")
     backends = backends_for(args)
     graph = prepared(args, load_graph(args), backends)
     with stage("partition"):
-        part = partition_graph(graph, backends, fallback=FALLBACK, **placement(args))
+        part = partition_for_targets(graph, backends, **placement(args))
     if args.format == "dot":
         from hetero.core.partition.dot import to_dot
 

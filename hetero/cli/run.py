@@ -334,8 +334,7 @@ def _print_run(report: dict, outputs: dict) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Partition, then compare each region on its backend with the reference; exit 1 when
     a region is beyond tolerance."""
-    from hetero.core.compiler import FALLBACK
-    from hetero.core.partition import partition_graph
+    from hetero.core.compiler import partition_for_targets
     from hetero.core.runtime.compare import (
         compare_regions,
         describe_comparison,
@@ -346,7 +345,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     backends = backends_for(args)
     graph = prepared(args, load_graph(args), backends)
     with stage("partition"):
-        part = partition_graph(graph, backends, fallback=FALLBACK, **placement(args))
+        part = partition_for_targets(graph, backends, **placement(args))
     results = compare_regions(graph, part, make_inputs(graph, args), rtol=args.rtol, atol=args.atol)
     report = describe_comparison(results, args.rtol, args.atol)
     names = [b.name for b in backends]

@@ -104,7 +104,7 @@ def compile_model(
     backends = {name: get_backend(name) for name in names}
     graph = prepare_for_targets(graph, list(backends.values()), FALLBACK, quantize, calibration_method)
     with progress.stage("partition"):
-        partition = _partition(graph, list(backends.values()), policy, overrides, min_ratio)
+        partition = partition_for_targets(graph, list(backends.values()), policy, overrides, min_ratio)
     if strict:
         _refuse_fallbacks(partition, overrides or {})
     folder = Path(dump) if dump is not None else None
@@ -170,9 +170,15 @@ def _units(graph: Graph, partition: Partition) -> list[tuple[str, str, Graph]]:
     return [(r.name, r.backend, partition.subgraph(r)) for r in regions]
 
 
-def _partition(graph: Graph, backends: Sequence[Backend], policy: str,
-               overrides: Mapping[str, str] | None, min_ratio: float) -> Partition:
-    """Partition ``graph``; keep it whole on the first target when that target takes it all."""
+def partition_for_targets(graph: Graph, backends: Sequence[Backend], policy: str = "priority",
+                          overrides: Mapping[str, str] | None = None,
+                          min_ratio: float = DEFAULT_MIN_RATIO) -> Partition:
+    """The partition :func:`compile_model` compiles: ``graph`` across ``backends`` with the
+    fallback, kept whole on the first target when that target takes every node.
+
+    ``hetero partition`` and ``hetero compare`` show this one, so what they show is what
+    ``hetero.compile`` builds.
+    """
     partition = partition_graph(graph, backends, policy=policy, overrides=overrides,
                                 fallback=FALLBACK, min_ratio=min_ratio)
     annotation = partition.assignment.annotation

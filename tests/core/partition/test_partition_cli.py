@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
 import pytest
-from toyplugin import plugin_source, run_hetero, write_distribution
+from toyplugin import hetero_environment, plugin_source, run_hetero, write_distribution
 
 
 
@@ -67,3 +68,32 @@ def test_overrides_and_their_errors(site: Path) -> None:
     bad = hetero(site, "light:squeezenet", "--targets", "conv_relu", "--override", "Conv=nope")
     assert bad.returncode == 2
     assert "hetero partition: error: override 'Conv' -> 'nope': 'nope' is not a selected backend" in bad.stderr
+
+
+def test_the_partition_shown_is_the_one_compile_builds(tmp_path: Path) -> None:
+    """A target that takes every node keeps the graph whole in ``hetero.compile`` even
+    where the small-island rule would hand tiny regions back; ``hetero partition`` shows
+    that same partition (it showed the regions returned to llvm_cpu)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    site = tmp_path / "site"
+    site.mkdir()
+    write_distribution(site, "hetero-all", "1.0", {"all": "partition_all_plugin"},
+                       {"partition_all_plugin": plugin_source("takes_all", ops=("Relu", "Neg"))})
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["r"], ["y"])],
+                              "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "tiny.onnx")
+    done = run_hetero(site, "partition", str(tmp_path / "tiny.onnx"), "--targets", "takes_all",
+                      "--format", "json")
+    assert done.returncode == 0, done.stderr
+    shown = [(r["backend"], sorted(r["nodes"])) for r in json.loads(done.stdout)["regions"]]
+    script = ("import json, sys, hetero; exe = hetero.compile(sys.argv[1], targets=['takes_all']); "
+              "print(json.dumps([(r['backend'], sorted(r['nodes'])) for r in exe.partition['regions']]))")
+    built = subprocess.run([sys.executable, "-c", script, str(tmp_path / "tiny.onnx")],
+                           capture_output=True, text=True, env=hetero_environment(site), check=True)
+    assert [tuple(r) for r in json.loads(built.stdout)] == [tuple(r) for r in shown]
+    assert {backend for backend, _ in shown} == {"takes_all"}
