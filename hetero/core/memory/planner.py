@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from hetero.core.ir.graph import Graph, Value
 from hetero.core.memory.hierarchy import MemoryLevel, format_bytes
@@ -185,19 +186,16 @@ def plan_arena(
             f"got {alignment!r}"
         )
     intervals = tuple(intervals)
-    live: list[list[LiveInterval]] = [[] for _ in liveness.steps]
-    for iv in intervals:
-        for step in range(iv.start, iv.end + 1):
-            live[step].append(iv)
+    steps = len(liveness.steps)
+    pressure = _pressure(intervals, steps)
     candidates = []
-    for strategy, order, best_fit in _strategies(intervals, live):
-        offsets = _place(order, alignment, best_fit)
+    for strategy, order, best_fit in _strategies(intervals, pressure):
+        offsets = _place(order, alignment, best_fit, steps)
         arena = max((offsets[iv.name] + iv.nbytes for iv in intervals), default=0)
         candidates.append((arena, strategy, offsets))
     arena, strategy, offsets = min(candidates, key=lambda c: c[0])
     allocations = tuple(Allocation(iv.name, offsets[iv.name], iv.nbytes, iv.start, iv.end)
                         for iv in intervals)
-    pressure = [sum(iv.nbytes for iv in step) for step in live]
     peak_step = max(range(len(pressure)), key=lambda s: (pressure[s], -s)) if pressure else 0
     peak = tuple(sorted((a for a in allocations if a.start <= peak_step <= a.end),
                         key=lambda a: (-a.nbytes, a.name)))
@@ -216,27 +214,141 @@ def plan_arena(
     )
 
 
+def _pressure(intervals: Sequence[LiveInterval], steps: int) -> list[int]:
+    """The bytes of ``intervals`` live at each of ``steps`` steps (a difference array, so
+    the cost does not grow with the intervals' lengths)."""
+    delta = [0] * (steps + 1)
+    for iv in intervals:
+        delta[iv.start] += iv.nbytes
+        delta[iv.end + 1] -= iv.nbytes
+    return list(accumulate(delta[:steps]))
+
+
 def _strategies(
-    intervals: tuple[LiveInterval, ...], live: list[list[LiveInterval]]
+    intervals: tuple[LiveInterval, ...], pressure: Sequence[int]
 ) -> Iterator[tuple[str, list[LiveInterval], bool]]:
-    """(name, placement order, best fit?) for each heuristic; ``live[s]``: the tensors live at step s."""
+    """(name, placement order, best fit?) for each heuristic; ``pressure[s]``: the bytes live at step s."""
     by_size = sorted(intervals, key=lambda iv: (-iv.nbytes, iv.start, -(iv.end - iv.start)))
     yield "greedy by size", by_size, True
     yield "greedy by size, first fit", by_size, False
-    by_breadth: dict[str, LiveInterval] = {}
-    for step in sorted(live, key=lambda ivs: -sum(iv.nbytes for iv in ivs)):
-        for iv in sorted(step, key=lambda iv: -iv.nbytes):
-            by_breadth.setdefault(iv.name, iv)
-    yield "greedy by breadth", list(by_breadth.values()), True
+    yield "greedy by breadth", _by_breadth(intervals, pressure), True
 
 
-def _place(order: Sequence[LiveInterval], alignment: int, best_fit: bool) -> dict[str, int]:
+def _by_breadth(intervals: tuple[LiveInterval, ...], pressure: Sequence[int]) -> list[LiveInterval]:
+    """The steps with the most live bytes first (earlier step first among equals), and
+    within a step its tensors not yet taken, largest first (in ``intervals`` order among
+    equals).
+
+    A tensor is taken at the first step of that order it is live at: the step of its
+    lifetime with the most live bytes, the earliest of equals. A sparse table answers
+    that range maximum in constant time, so the order costs O(n log n) and not the sum
+    of the lifetimes.
+    """
+    steps = len(pressure)
+    if not intervals:
+        return []
+    # One integer per step ordering it as the breadth order does: more bytes first, then
+    # the earlier step; the step is recovered from the key's remainder.
+    keys = [p * (steps + 1) + (steps - s) for s, p in enumerate(pressure)]
+    table = [keys]
+    width = 1
+    while 2 * width <= steps:
+        last = table[-1]
+        table.append(list(map(max, last[:len(last) - width], last[width:])))
+        width *= 2
+
+    def best_step(start: int, end: int) -> int:
+        level = (end - start + 1).bit_length() - 1
+        row = table[level]
+        key = max(row[start], row[end - (1 << level) + 1])
+        return steps - key % (steps + 1)
+
+    rank = {s: i for i, s in enumerate(sorted(range(steps), key=lambda s: (-pressure[s], s)))}
+    keyed = [(rank[best_step(iv.start, iv.end)], -iv.nbytes, i) for i, iv in enumerate(intervals)]
+    return [intervals[i] for _, _, i in sorted(keyed)]
+
+
+class _Timeline:
+    """The tensors placed so far, found by the steps they are live at.
+
+    A segment tree over the steps: a tensor is stored at the O(log n) tree nodes that
+    exactly cover its lifetime, and :meth:`overlapping` visits only the tree nodes that
+    meet the asked lifetime and hold something below them, so a placement costs
+    O(log n) plus the tensors it conflicts with, where scanning every placed tensor
+    made planning quadratic in the graph's length.
+    """
+
+    def __init__(self, steps: int) -> None:
+        self.size = 1
+        while self.size < max(steps, 1):
+            self.size *= 2
+        self.depth = self.size.bit_length()
+        self.stored: list[list[tuple[int, int, int]]] = [[] for _ in range(2 * self.size)]
+        self.used = [False] * (2 * self.size)
+
+    def add(self, start: int, end: int, item: tuple[int, int, int]) -> None:
+        """Store ``item`` (offset, stop, serial number) as live at steps ``start..end``."""
+        lo, hi = start + self.size, end + self.size + 1
+        while lo < hi:
+            if lo & 1:
+                self._store(lo, item)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                self._store(hi, item)
+            lo //= 2
+            hi //= 2
+
+    def _store(self, node: int, item: tuple[int, int, int]) -> None:
+        self.stored[node].append(item)
+        while node and not self.used[node]:
+            self.used[node] = True
+            node //= 2
+
+    def overlapping(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """Every stored item live at some step of ``start..end``, each once.
+
+        The tree nodes that meet ``start..end`` are the ancestors of its steps' leaves.
+        A short lifetime climbs from each of its leaves (cheap steps, O(length + log n));
+        a long one descends from the root into the subtrees that hold something
+        (O(log n) per item found).
+        """
+        found: dict[int, tuple[int, int, int]] = {}
+        stored, used, size = self.stored, self.used, self.size
+        if end - start < self.depth:
+            climbed: set[int] = set()
+            for node in range(start + size, end + size + 1):
+                while node and node not in climbed:
+                    climbed.add(node)
+                    for item in stored[node]:
+                        found[item[2]] = item
+                    node //= 2
+            return list(found.values())
+        todo = [1]
+        while todo:
+            node = todo.pop()
+            for item in stored[node]:
+                found[item[2]] = item
+            if node >= size:
+                continue
+            # The children's step ranges: node covers span steps from lo.
+            level = node.bit_length() - 1
+            half = (size >> level) // 2
+            lo = (node - (1 << level)) * 2 * half
+            left, right = 2 * node, 2 * node + 1
+            if used[left] and start <= lo + half - 1:
+                todo.append(left)
+            if used[right] and end >= lo + half:
+                todo.append(right)
+        return list(found.values())
+
+
+def _place(order: Sequence[LiveInterval], alignment: int, best_fit: bool, steps: int) -> dict[str, int]:
     """Offsets for ``order``, each placed clear of the already-placed tensors it is live with."""
-    placed: list[tuple[int, int, LiveInterval]] = []
+    placed = _Timeline(steps)
     offsets: dict[str, int] = {}
-    for iv in order:
-        conflicts = sorted((o, stop) for o, stop, other in placed
-                           if stop > o and other.overlaps(iv))
+    for serial, iv in enumerate(order):
+        conflicts = sorted((o, stop) for o, stop, _ in placed.overlapping(iv.start, iv.end) if stop > o)
         candidate, chosen, chosen_gap = 0, None, 0
         for o, stop in conflicts:
             gap = o - candidate
@@ -247,7 +359,7 @@ def _place(order: Sequence[LiveInterval], alignment: int, best_fit: bool) -> dic
             candidate = max(candidate, _align_up(stop, alignment))
         offset = candidate if chosen is None else chosen
         offsets[iv.name] = offset
-        placed.append((offset, offset + iv.nbytes, iv))
+        placed.add(iv.start, iv.end, (offset, offset + iv.nbytes, serial))
     return offsets
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.passes.pattern import Match, Op, Opt
@@ -61,11 +62,18 @@ class Annotation:
         """The composites whose backend accepted them."""
         return tuple(c for c in self.composites if c.support.ok)
 
+    @cached_property
+    def _inside_composites(self) -> dict[str, set[str]]:
+        """For each node in an accepted composite, the backends of those composites."""
+        found: dict[str, set[str]] = {}
+        for c in self.accepted():
+            for n in c.nodes:
+                found.setdefault(n, set()).add(c.backend)
+        return found
+
     def takes(self, node: str, backend: str) -> bool:
         """Whether ``backend`` takes ``node``, alone or inside a composite it accepted."""
-        if self.support[node][backend].ok:
-            return True
-        return any(c.backend == backend and node in c.nodes for c in self.accepted())
+        return self.support[node][backend].ok or backend in self._inside_composites.get(node, ())
 
     def reason(self, node: str, backend: str) -> str:
         """Why ``backend`` does not take ``node`` (empty when it does)."""
@@ -85,10 +93,11 @@ def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
     composites: list[Composite] = []
     for node in graph.nodes:
         support[node.name] = {b.name: ask(b, node) for b in backends}
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
     for backend in backends:
         for pattern in backend.patterns:
             for node in graph.nodes:
-                composites += _composites(backend, pattern, node)
+                composites += _composites(backend, pattern, node, index)
     return Annotation(graph, tuple(backends), support, tuple(composites))
 
 
@@ -111,7 +120,8 @@ def ask(backend: Backend, node: Node, on_raise: Callable[[str], None] | None = N
     return answer
 
 
-def _composites(backend: Backend, pattern: Pattern, node: Node) -> Iterator[Composite]:
+def _composites(backend: Backend, pattern: Pattern, node: Node,
+                index: Mapping[int, int]) -> Iterator[Composite]:
     try:
         found = list(pattern.match(node))
     except PluginError:
@@ -123,7 +133,7 @@ def _composites(backend: Backend, pattern: Pattern, node: Node) -> Iterator[Comp
     for match, verdict in found:
         covered = {id(n) for n in covered_nodes(pattern.pattern, match)}
         members = _graph_order(node, covered)
-        outside = _reentry(members)
+        outside = _reentry(members, index)
         if verdict.ok and outside is not None:
             # Compiled whole, the composite would need a value computed outside it
             # from one of its own results: no execution order can run that.
@@ -176,17 +186,24 @@ def _graph_order(root: Node, covered: set[int]) -> list[Node]:
     return order
 
 
-def _reentry(members: list[Node]) -> Node | None:
-    """An outside node on a path that leaves ``members`` and comes back, if any."""
+def _reentry(members: list[Node], index: Mapping[int, int]) -> Node | None:
+    """An outside node on a path that leaves ``members`` and comes back, if any.
+
+    ``index`` is each node's position in the graph's (topological) order: a node past
+    the last member reaches no member, so the search stays between the first and the
+    last, instead of walking everything downstream of each composite.
+    """
     inside = {id(n) for n in members}
+    last = max(index[id(n)] for n in members)
     starts = [u for n in members for v in n.outputs for u in v.users if id(u) not in inside]
+    seen: set[int] = set()  # shared: a node that led back from no start leads back from none
     for start in starts:
-        stack, seen = [start], set()
+        stack = [start]
         while stack:
             node = stack.pop()
             if id(node) in inside:
                 return start
-            if id(node) not in seen:
+            if id(node) not in seen and index[id(node)] < last:
                 seen.add(id(node))
                 stack += [u for v in node.outputs for u in v.users]
     return None

@@ -16,6 +16,7 @@ import math
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import networkx as nx
@@ -76,11 +77,21 @@ class Partition:
 
     def transfers_in(self, region: Region) -> list[Transfer]:
         """The transfers into ``region``'s memory that it is the first to need."""
-        return [t for t in self.transfers if t.dst_region == region.name]
+        return list(self._by_region[1].get(region.name, ()))
 
     def transfers_out(self, region: Region) -> list[Transfer]:
         """The transfers of values ``region`` produced, to other memories."""
-        return [t for t in self.transfers if t.src_region == region.name]
+        return list(self._by_region[0].get(region.name, ()))
+
+    @cached_property
+    def _by_region(self) -> tuple[dict[str | None, list[Transfer]], dict[str | None, list[Transfer]]]:
+        """The transfers by source region and by destination region, in order."""
+        out: dict[str | None, list[Transfer]] = {}
+        into: dict[str | None, list[Transfer]] = {}
+        for t in self.transfers:
+            out.setdefault(t.src_region, []).append(t)
+            into.setdefault(t.dst_region, []).append(t)
+        return out, into
 
     def subgraph(self, region: Region) -> Graph:
         """A standalone graph of ``region``: what ``Backend.compile`` receives.

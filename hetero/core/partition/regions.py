@@ -21,7 +21,7 @@ pinned by an override stays (see :class:`~hetero.core.partition.assign.Pin`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -65,30 +65,24 @@ class Region:
 def merge_regions(graph: Graph, assignment: Assignment) -> list[Region]:
     """Merge the assigned nodes of ``graph`` into regions, in an execution order."""
     index = {id(n): i for i, n in enumerate(graph.nodes)}
+    by_name = {n.name: i for i, n in enumerate(graph.nodes)}
     backend = [assignment.backend_of(n.name) for n in graph.nodes]
-    region = list(range(len(graph.nodes)))
+    quotient = _Quotient(len(graph.nodes))
     for composite in assignment.composites():
         # Annotation refuses composites that are not convex, so each one is safe to contract.
-        members = [index[id(graph.node(name))] for name in composite.nodes]
-        for i in members:
-            region[i] = members[0]
-    succ: dict[int, set[int]] = {r: set() for r in set(region)}
-    pred: dict[int, set[int]] = {r: set() for r in set(region)}
+        quotient.group([by_name[name] for name in composite.nodes])
     for i, node in enumerate(graph.nodes):
         for j in _consumers(node, index):
-            if region[i] != region[j]:
-                succ[region[i]].add(region[j])
-                pred[region[j]].add(region[i])
+            quotient.connect(i, j)
+    quotient.order()
     changed = True
     while changed:
         changed = False
         for i, node in enumerate(graph.nodes):
             for j in _consumers(node, index):
-                u, v = region[i], region[j]
-                if u != v and backend[i] == backend[j] and not _other_path(succ, u, v):
-                    _contract(region, succ, pred, u, v)
+                if backend[i] == backend[j] and quotient.contract(i, j):
                     changed = True
-    return _ordered(graph, backend, region, succ)
+    return _ordered(graph, backend, quotient.region, quotient.succ)
 
 
 def quotient_graph(regions: Sequence[Region]) -> nx.DiGraph:
@@ -121,7 +115,10 @@ def return_small_regions(
     annotation = assignment.annotation
     backends: Mapping[str, Backend] = {b.name: b for b in annotation.backends}
     fallback = assignment.fallback
-    transfers = find_transfers(graph, regions, backends, fallback)
+    moves: dict[str, float] = {}
+    for t in find_transfers(graph, regions, backends, fallback):
+        for end in {t.src_region, t.dst_region} - {None}:
+            moves[end] = moves.get(end, 0.0) + t.est_seconds
     changes: dict[str, tuple[str, str]] = {}
     for r in regions:
         if r.backend == fallback:
@@ -130,7 +127,7 @@ def return_small_regions(
             continue
         if any(n.name in assignment.pins for n in r.nodes):
             continue
-        moved = sum(t.est_seconds for t in transfers if r.name in (t.src_region, t.dst_region))
+        moved = moves.get(r.name, 0.0)
         compute = estimate_seconds(backends[r.backend], extract_subgraph(graph, r.nodes, r.name))
         if compute < min_ratio * moved:
             why = (f"returned to {fallback}: its {r.backend} region of {len(r.nodes)} node(s) computes "
@@ -145,37 +142,107 @@ def _consumers(node: Node, index: Mapping[int, int]) -> list[int]:
     return [index[id(u)] for v in node.outputs for u in v.users]
 
 
-def _other_path(succ: Mapping[int, set[int]], u: int, v: int) -> bool:
-    """Whether ``v`` is reachable from ``u`` other than by the edge ``u → v``."""
-    stack = [w for w in succ[u] if w != v]
-    seen: set[int] = set()
-    while stack:
-        w = stack.pop()
-        if w == v:
-            return True
-        if w not in seen:
+class _Quotient:
+    """The quotient graph of the regions being merged, kept in a topological order.
+
+    ``region[i]`` is the region of node ``i``; regions are named by one of their
+    nodes. ``pos`` is a topological order of the regions (a DAG), kept valid as they
+    are contracted (after Pearce and Kelly's dynamic topological order): a path from
+    ``u`` to ``v`` can only pass regions placed between them, so the search for one
+    stays between the two, and merging moves only the regions it found there. Node
+    lists move from the smaller region into the larger. Both keep merging a long
+    chain near-linear, where searching everything downstream of ``u`` and relabelling
+    every node at each contraction made it quadratic.
+    """
+
+    def __init__(self, nodes: int) -> None:
+        self.region = list(range(nodes))
+        self.members: dict[int, list[int]] = {i: [i] for i in range(nodes)}
+        self.succ: dict[int, set[int]] = {i: set() for i in range(nodes)}
+        self.pred: dict[int, set[int]] = {i: set() for i in range(nodes)}
+        self.pos: dict[int, int] = {}
+
+    def group(self, nodes: Sequence[int]) -> None:
+        """Start ``nodes`` (not yet connected) as one region."""
+        head = nodes[0]
+        for i in nodes[1:]:
+            self.region[i] = head
+            self.members[head] += self.members.pop(i)
+            del self.succ[i], self.pred[i]
+
+    def connect(self, i: int, j: int) -> None:
+        """Record that node ``i`` feeds node ``j``."""
+        u, v = self.region[i], self.region[j]
+        if u != v:
+            self.succ[u].add(v)
+            self.pred[v].add(u)
+
+    def order(self) -> None:
+        """A first topological order of the regions (Kahn's algorithm)."""
+        waiting = {r: len(ps) for r, ps in self.pred.items()}
+        ready = [r for r in sorted(waiting) if waiting[r] == 0]
+        while ready:
+            r = ready.pop()
+            self.pos[r] = len(self.pos)
+            for w in self.succ[r]:
+                waiting[w] -= 1
+                if waiting[w] == 0:
+                    ready.append(w)
+
+    def contract(self, i: int, j: int) -> bool:
+        """Merge the regions of nodes ``i`` and ``j`` (``i`` feeds ``j``) unless that
+        would close a cycle (another path leads from one to the other); whether merged."""
+        u, v = self.region[i], self.region[j]
+        if u == v:
+            return False
+        ahead = self._between(u, v, self.succ, lambda w: self.pos[w] < self.pos[v], skip=v)
+        if ahead is None:
+            return False
+        behind = self._between(v, u, self.pred, lambda w: self.pos[w] > self.pos[u], skip=u)
+        assert behind is not None  # a path behind v to u would be one ahead of u to v
+        slots = sorted([self.pos[u], self.pos[v]] + [self.pos[w] for w in ahead + behind])
+        keep, gone = (u, v) if len(self.members[u]) >= len(self.members[v]) else (v, u)
+        self._merge(keep, gone)
+        placed = sorted(behind, key=self.pos.__getitem__) + [keep] + sorted(ahead, key=self.pos.__getitem__)
+        del self.pos[gone]
+        for slot, r in zip(slots, placed):
+            self.pos[r] = slot
+        return True
+
+    def _between(self, start: int, target: int, edges: Mapping[int, set[int]],
+                 inside: Callable[[int], bool], skip: int) -> list[int] | None:
+        """The regions reached from ``start`` along ``edges`` but not through the direct
+        edge to ``target`` (``skip``), staying where ``inside`` holds; None if ``target``
+        is among them."""
+        seen: set[int] = set()
+        stack = [w for w in edges[start] if w != skip]
+        while stack:
+            w = stack.pop()
+            if w == target:
+                return None
+            if w in seen or not inside(w):
+                continue
             seen.add(w)
-            stack += succ[w]
-    return False
+            stack += edges[w]
+        return list(seen)
 
-
-def _contract(region: list[int], succ: dict[int, set[int]], pred: dict[int, set[int]],
-              u: int, v: int) -> None:
-    """Merge region ``v`` into ``u``, rewiring the quotient graph's edges."""
-    for i, r in enumerate(region):
-        if r == v:
-            region[i] = u
-    for w in succ.pop(v):
-        pred[w].discard(v)
-        if w != u:
-            pred[w].add(u)
-            succ[u].add(w)
-    for w in pred.pop(v):
-        succ[w].discard(v)
-        if w != u:
-            succ[w].add(u)
-            pred[u].add(w)
-    succ[u].discard(v)
+    def _merge(self, keep: int, gone: int) -> None:
+        """Merge region ``gone`` into ``keep``, rewiring the quotient graph's edges."""
+        for i in self.members[gone]:
+            self.region[i] = keep
+        self.members[keep] += self.members.pop(gone)
+        for w in self.succ.pop(gone):
+            self.pred[w].discard(gone)
+            if w != keep:
+                self.pred[w].add(keep)
+                self.succ[keep].add(w)
+        for w in self.pred.pop(gone):
+            self.succ[w].discard(gone)
+            if w != keep:
+                self.succ[w].add(keep)
+                self.pred[keep].add(w)
+        self.succ[keep].discard(gone)
+        self.pred[keep].discard(gone)
 
 
 def _ordered(graph: Graph, backend: list[str], region: list[int],
@@ -189,9 +256,9 @@ def _ordered(graph: Graph, backend: list[str], region: list[int],
         names = [graph.nodes[u].name for u, _ in cycle]
         raise PartitionError(f"graph {graph.name}: regions around nodes {names} form a cycle; "
                              "this is a partitioner bug, please report it with the model")
-    first = {r: region.index(r) for r in succ}
+    nodes: dict[int, list[Node]] = {}
+    for i, n in enumerate(graph.nodes):
+        nodes.setdefault(region[i], []).append(n)
+    first = {r: index for index, r in reversed(list(enumerate(region)))}
     order = nx.lexicographical_topological_sort(dag, key=lambda r: first[r])
-    return [
-        Region(f"r{k}", backend[r], tuple(n for i, n in enumerate(graph.nodes) if region[i] == r))
-        for k, r in enumerate(order)
-    ]
+    return [Region(f"r{k}", backend[r], tuple(nodes[r])) for k, r in enumerate(order)]

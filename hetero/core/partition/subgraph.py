@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 
 from hetero.core.ir.graph import Graph, Node, Value
 
 
-def boundary(graph: Graph, nodes: Collection[Node]) -> tuple[list[Value], list[Value]]:
-    """The non-constant values ``nodes`` read from outside, and those they produce for outside.
+def boundary(graph: Graph, nodes: Sequence[Node]) -> tuple[list[Value], list[Value]]:
+    """The non-constant values ``nodes`` (in graph order) read from outside, and those
+    they produce for outside.
 
     Inputs are in order of first use; outputs in order of production. A value is an
-    output when a node outside reads it or when it is a graph output.
+    output when a node outside reads it or when it is a graph output. The cost grows
+    with ``nodes`` and their edges, not with ``graph``: a partition asks this of every
+    region.
     """
     inside = {id(n) for n in nodes}
-    ordered = [n for n in graph.nodes if id(n) in inside]
+    ordered = nodes
     graph_outputs = {id(v) for v in graph.outputs}
     inputs: list[Value] = []
     seen: set[int] = set()
@@ -32,22 +35,20 @@ def boundary(graph: Graph, nodes: Collection[Node]) -> tuple[list[Value], list[V
     return inputs, outputs
 
 
-def extract_subgraph(graph: Graph, nodes: Collection[Node], name: str) -> Graph:
-    """A standalone graph of ``nodes``: what they read from outside becomes its inputs,
-    the constants they read are copied in, and what outside reads becomes its outputs.
+def extract_subgraph(graph: Graph, nodes: Sequence[Node], name: str) -> Graph:
+    """A standalone graph of ``nodes`` (in graph order): what they read from outside
+    becomes its inputs, the constants they read are copied in, and what outside reads
+    becomes its outputs.
 
     Value and node names are kept, so a subgraph's inputs and outputs name the
     values of ``graph`` they stand for.
     """
     inputs, outputs = boundary(graph, nodes)
-    inside = {id(n) for n in nodes}
     sub = Graph(name)
     values: dict[int, Value] = {}
     for v in inputs:
         values[id(v)] = sub.add_input(v.name, v.shape, v.dtype)
-    for node in graph.nodes:
-        if id(node) not in inside:
-            continue
+    for node in nodes:
         args: list[Value | None] = []
         for v in node.inputs:
             if v is not None and id(v) not in values:
