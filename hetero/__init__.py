@@ -13,12 +13,12 @@ from hetero.core.compiler import compile_model as compile
 from hetero.core.frontend import load_onnx
 from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
 from hetero.core.passes.pipeline import optimize
-from hetero.core.runtime.executable import Executable, load
+from hetero.core.runtime.executable import Executable, load, trust
 from hetero.core.runtime.reference import run_reference
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Executable", "Graph", "GraphBuilder", "TensorType", "compile", "errors", "load", "load_onnx",
-    "optimize", "run_reference", "verify",
+    "optimize", "run_reference", "trust", "verify",
 ]

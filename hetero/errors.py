@@ -21,17 +21,22 @@ class Keyword:
     Python reads ``load_onnx(..., max_elements=N)``, the command line ``--max-elements N``
     (see :meth:`HeteroError.render`). ``key`` is the entry of a mapping keyword
     (``input_shapes={"x": [...]}``), ``value`` the value to give it, as text, and
-    ``function`` the call that takes it.
+    ``function`` the call that takes it. With ``call`` set the keyword names an action
+    instead, a function called with ``value`` (``hetero.trust('m.hetero')``), which the
+    command line spells as its subcommand (``hetero trust m.hetero``).
     """
 
     name: str
     value: str | None = None
     key: str | None = None
     function: str | None = None
+    call: bool = False
 
     def python(self) -> str:
         """The Python spelling: ``name``, ``name=value``, ``name={"key": value}``, inside
-        ``function(..., ...)`` when one is named."""
+        ``function(..., ...)`` when one is named; ``function(value)`` for a call."""
+        if self.call:
+            return f"{self.function or self.name}({self.value!r})"
         if self.key is not None:
             text = f'{self.name}={{"{self.key}": {self.value or "[...]"}}}'
         elif self.value is not None:

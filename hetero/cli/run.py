@@ -35,7 +35,7 @@ QUANTIZED_MIN_COSINE = 0.99
 
 
 def add_parsers(subs: Any) -> None:
-    """Register ``run`` and ``compare``."""
+    """Register ``run``, ``compare`` and ``trust``."""
     run = subs.add_parser(
         "run", help="compile (or load) and run a model, optionally comparing with onnxruntime"
     )
@@ -73,6 +73,14 @@ def add_parsers(subs: Any) -> None:
                               "first beyond tolerance per region")
     compare.add_argument("--json", action="store_true", help="print JSON for tools")
     compare.set_defaults(func=cmd_compare)
+
+    trust = subs.add_parser(
+        "trust", help="sign a saved .hetero with your key so that run and hetero.load take it",
+        description="A saved executable holds native code: hetero runs only those signed with "
+                    "your key. Sign one made by an older hetero or by someone whose code you are "
+                    "willing to run with your rights.")
+    trust.add_argument("executable", metavar="FILE.hetero", nargs="+", help="the executables to sign")
+    trust.set_defaults(func=cmd_trust)
 
 
 class LightWeightsWarning(UserWarning):
@@ -356,3 +364,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
               f"over {', '.join(names)}")
         print(format_comparison(results, args.rtol, args.atol, nodes=args.nodes))
     return 0 if report["ok"] else 1
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """Sign each named executable with this user's key."""
+    from hetero.core.runtime.executable import trust
+
+    for path in args.executable:
+        trust(path)
+        print(f"signed {path}")
+    return 0

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import time
@@ -132,6 +133,7 @@ FLAGS: dict[str, Callable[[Keyword], str]] = {
     "overrides": lambda k: f"--override {k.key}={k.value}" if k.key and k.value else "--override",
     "policy": lambda k: f"--policy {k.value}" if k.value else "--policy",
     "targets": lambda k: "--targets",
+    "trust": lambda k: f"`hetero trust {shlex.quote(k.value or 'FILE')}`",
 }
 
 

@@ -37,7 +37,7 @@ from hetero.core.runtime.archive import (
 from hetero.core.runtime.inputs import check_inputs
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, key_path, seal
 from hetero.core.runtime.transfers import TransferStep, perform
-from hetero.errors import DamagedFileError, HeteroError, ModelLoadError, PluginError, SignatureError
+from hetero.errors import DamagedFileError, HeteroError, Keyword, ModelLoadError, PluginError, SignatureError
 
 FORMAT = "hetero-executable"
 FORMAT_VERSION = 1
@@ -289,18 +289,18 @@ def _verified_payload(source: str) -> bytes:
     except OSError as exc:
         raise ModelLoadError(f"{source}: not a saved hetero executable ({exc})") from None
     what = f"hetero loads native code only from executables signed with your key ({key_path()})"
-    todo = (f"recompile it from its model, or, if you trust whoever made it, sign it with "
-            f"hetero.core.runtime.executable.trust({source!r})")
+    todo = "recompile it from its model, or, if you trust whoever made it, sign it with {trust}"
+    sign = Keyword("trust", source, function="hetero.trust", call=True)
     if not data.startswith(MAGIC):
         if data.startswith(b"PK"):
             raise SignatureError(f"{source}: this executable carries no signature (saved by an older "
-                                 f"hetero, or not by Executable.save); {what}: {todo}")
+                                 f"hetero, or not by Executable.save); {what}: {todo}", trust=sign)
         raise ModelLoadError(f"{source}: not a saved hetero executable (it does not start with "
                              f"{MAGIC!r}); run a model file instead, or recompile")
     stamp, payload = data[len(MAGIC):len(MAGIC) + SEAL_SIZE], data[len(MAGIC) + SEAL_SIZE:]
     problem = check_seal(_PURPOSE, stamp, payload)
     if problem:
-        raise SignatureError(f"{source}: refused, {problem}; {what}: {todo}")
+        raise SignatureError(f"{source}: refused, {problem}; {what}: {todo}", trust=sign)
     return payload
 
 

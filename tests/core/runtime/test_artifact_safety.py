@@ -426,3 +426,18 @@ def test_a_bundled_loader_names_a_damaged_artifact() -> None:
                 backend.load_artifact(data)
             except HeteroError:
                 pass
+
+
+def test_the_command_line_names_hetero_trust_and_it_signs(saved: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hetero.cli import main
+
+    saved.write_bytes(payload_of(saved))  # unsigned
+    assert main(["run", str(saved), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"`hetero trust {saved}`" in err
+    assert "hetero.trust(" not in err
+    with pytest.raises(SignatureError, match=r"hetero\.trust\('"):
+        load(saved)  # Python callers are told the Python spelling
+    assert main(["trust", str(saved)]) == 0
+    assert capsys.readouterr().out == f"signed {saved}\n"
+    np.testing.assert_array_equal(load(saved).run({"x": X})["relu"], expected())
