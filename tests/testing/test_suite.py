@@ -101,6 +101,32 @@ def hetero_backends():
 """
 
 
+# Its artifact is a zip whose entry carries the time it was written.
+CLOCKED = _PREAMBLE + """
+import io, zipfile
+
+class Stamped(ToyPart):
+    def __init__(self, program):
+        super().__init__(program)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as zf:
+            zf.writestr("program.json", self.artifact)
+        self.artifact = buffer.getvalue()
+
+class Clocked(ToyBackend):
+    def compile(self, subgraph, options):
+        return Stamped(super().compile(subgraph, options).program)
+
+    def load_artifact(self, artifact):
+        with zipfile.ZipFile(io.BytesIO(artifact)) as zf:
+            return super().load_artifact(zf.read("program.json"))
+
+@hookimpl
+def hetero_backends():
+    return [Clocked("clocked", ops=("Relu",))]
+"""
+
+
 def _run(pytester: pytest.Pytester, site: object, name: str, *args: str) -> pytest.RunResult:
     site.load()  # this process's plugin discovery now sees what the test installed
     return pytester.runpytest_inprocess("--hetero-backend", name, "-p", "no:cacheprovider",
@@ -229,3 +255,12 @@ def test_cli_conformance_exits_1_on_failure(site: object) -> None:
     done = run_hetero(site.path, "conformance", "buggy", "--ops", "Relu", "--max-examples", "1")
     assert done.returncode == 1
     assert "buggy computes a wrong Relu" in done.stdout
+
+
+def test_an_artifact_stamped_with_the_clock_fails_the_determinism_check(
+        pytester: pytest.Pytester, site: object) -> None:
+    site.install("hetero-clocked", "1.0", {"clocked": CLOCKED})
+    result = _run(pytester, site, "clocked", "-k", "test_artifact")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*FAILED*test_artifact[[]Relu[]]*"])
+    assert "a day apart on the clock, gave different artifacts" in result.stdout.str()
