@@ -47,8 +47,9 @@ class Partition:
     ``regions`` are in a valid execution order (a topological order of the quotient
     graph); ``estimates`` maps region names to their backend's estimated seconds,
     infinite where the backend could not estimate, and ``estimate_problems`` maps
-    those regions to why (the error its ``estimate`` raised); ``memory`` maps each memory space (a backend's name) to the plan of the
-    intermediates its regions produce (see :func:`plan_partition_memory`).
+    those regions to why (the error its ``estimate`` raised); ``memory`` maps each
+    memory space (a backend's name) to the plan of the intermediates its regions
+    produce (see :func:`plan_partition_memory`).
     """
 
     graph: Graph

@@ -157,7 +157,8 @@ def test_html_groups_reasons_folds_long_lists_and_shows_memory_composites_and_fa
     page = to_html(part)
     checker = html_check(page)
     text = " ".join(checker.text)
-    for heading in ("Memory", "Composites", "Estimates that failed", "Not on the preferred backend (12 node(s))"):
+    for heading in ("Memory", "Composites", "Estimates that failed",
+                    "Not on the preferred backend (12 node(s))"):
         assert heading in checker.text
     # The memory table holds the text report's numbers.
     for m in part.to_dict()["memory"]:
