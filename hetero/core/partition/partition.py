@@ -150,7 +150,9 @@ def partition_graph(
 
     ``policy``, ``overrides`` and ``fallback`` are as in
     :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
-    :func:`~hetero.core.partition.regions.return_small_regions`. ``graph`` is not
+    :func:`~hetero.core.partition.regions.return_small_regions`. An override pins its
+    nodes: no later step (small islands, memory fit) moves them, and a pin that
+    cannot hold is a PartitionError naming the override. ``graph`` is not
     modified. A backend whose intermediates do not fit its memory hands work back to
     the fallback (:func:`~hetero.core.partition.fit.fit_memory`); MemoryPlanError
     when that cannot make them fit.
