@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import index_problem, op_names
 from hetero.core.ir.tir.canon import canonical_names
@@ -186,8 +187,10 @@ class LlvmCpuBackend(Backend):
         steps: list[Step] = []
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
-        for step in schedule_steps(graph):
+        plan = schedule_steps(graph)
+        for index, step in enumerate(plan):
             members, node = list(step), step[0]
+            progress.step("kernel", index + 1, len(plan), node.name)
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
@@ -201,6 +204,7 @@ class LlvmCpuBackend(Backend):
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
             steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members),
                               tuple(c for n in members for c in index_checks(n))))
+        progress.end("kernel")
         used = {n for s in steps for n in s.inputs}
         constants = {name: data for name, data in packer.constants.items() if name in used}
         aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
