@@ -11,37 +11,9 @@ import sys
 
 import pytest
 
+from tests.testing.test_suite import BUGGY_RELU  # Relu answers one element off by one
+
 pytest_plugins = ["pytester"]
-
-# Relu answers one element off by one.
-BUGGY_RELU = """
-from hetero.core.plugin import hookimpl
-from toyplugin import ToyBackend, ToyPart
-
-
-class OffByOne(ToyPart):
-    def run(self, inputs):
-        out = super().run(inputs)
-        if any(node["op"] == "Relu" for node in self.program["nodes"]):
-            for name, array in out.items():
-                array = array.copy()
-                array.flat[array.size // 2] += 1
-                out[name] = array
-        return out
-
-
-class Buggy(ToyBackend):
-    def compile(self, subgraph, options):
-        return OffByOne(super().compile(subgraph, options).program)
-
-    def load_artifact(self, artifact):
-        return OffByOne(super().load_artifact(artifact).program)
-
-
-@hookimpl
-def hetero_backends():
-    return [Buggy("buggy", ops=("Relu", "Add"))]
-"""
 
 
 def test_json_details_carry_each_failures_message(pytester: pytest.Pytester, site: object,

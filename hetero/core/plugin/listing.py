@@ -15,7 +15,7 @@ from typing import Any
 from hetero.core.memory.hierarchy import MemoryHierarchy, MemoryLevel
 from hetero.core.plugin.backend import Backend
 from hetero.core.plugin.manager import (
-    ENTRY_POINT_GROUP, PluginRecord, PluginSet, unknown_backend_message,
+    ENTRY_POINT_GROUP, PluginRecord, PluginRecords, PluginSet, unknown_backend_message,
 )
 from hetero.errors import UnknownBackendError
 
@@ -34,7 +34,7 @@ def declarations(backend: Backend) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class PluginListing:
+class PluginListing(PluginRecords):
     """Every available backend's declarations (:func:`declarations`) and every plugin's record.
 
     ``provided_by`` names the record of the plugin behind each backend.
@@ -44,16 +44,6 @@ class PluginListing:
     records: tuple[PluginRecord, ...]
     provided_by: Mapping[str, PluginRecord]
     selection_problems: tuple[str, ...] = ()
-
-    @property
-    def broken(self) -> list[PluginRecord]:
-        """The plugins that failed to load."""
-        return [r for r in self.records if r.status == "broken"]
-
-    @property
-    def disabled(self) -> list[PluginRecord]:
-        """The plugins left out by ``HETERO_PLUGINS`` or ``HETERO_DISABLE_PLUGINS``."""
-        return [r for r in self.records if r.status == "disabled"]
 
     def backend(self, name: str) -> dict[str, Any]:
         """Backend ``name`` as JSON-ready data, with the plugin and distribution it comes from.

@@ -104,15 +104,10 @@ class PluginRecord:
         return f"{self.name} ({self.distribution} {self.version})"
 
 
-@dataclass(frozen=True)
-class PluginSet:
-    """The outcome of one discovery: usable backends by name, and every plugin's record."""
+class PluginRecords:
+    """What a discovery's outcome says of its plugins by status (it holds ``records``)."""
 
-    backends: Mapping[str, Backend]
     records: tuple[PluginRecord, ...]
-    provided_by: Mapping[str, PluginRecord] = field(default_factory=dict)
-    #: Names in HETERO_PLUGINS / HETERO_DISABLE_PLUGINS that match no installed plugin.
-    selection_problems: tuple[str, ...] = ()
 
     @property
     def broken(self) -> list[PluginRecord]:
@@ -123,6 +118,17 @@ class PluginSet:
     def disabled(self) -> list[PluginRecord]:
         """The plugins left out by ``HETERO_PLUGINS`` or ``HETERO_DISABLE_PLUGINS``."""
         return [r for r in self.records if r.status == "disabled"]
+
+
+@dataclass(frozen=True)
+class PluginSet(PluginRecords):
+    """The outcome of one discovery: usable backends by name, and every plugin's record."""
+
+    backends: Mapping[str, Backend]
+    records: tuple[PluginRecord, ...]
+    provided_by: Mapping[str, PluginRecord] = field(default_factory=dict)
+    #: Names in HETERO_PLUGINS / HETERO_DISABLE_PLUGINS that match no installed plugin.
+    selection_problems: tuple[str, ...] = ()
 
     def get(self, name: str) -> Backend:
         """The backend called ``name``; UnknownBackendError saying what there is if none."""
