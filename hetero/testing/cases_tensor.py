@@ -180,3 +180,21 @@ def _constant_of_shape(op: str, d: Draw, dtype: np.dtype) -> Spec:
     out = shape(d, 0, 3)
     value = values(d, (1,), dtype)
     return Spec((), {"shape": out, "value": value}, EXACT)
+
+
+@generates(("Pad",), ALL)
+def _pad(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    data = _data(d, dtype)
+    mode = d.pick(("constant", "reflect", "edge", "wrap"))
+    dims = data.array.shape
+    begins, ends = [], []
+    for n in dims:
+        # A negative pad crops; what is left keeps at least one element.
+        begin = d.integer(-(n - 1) // 2, 3)
+        end = d.integer(-(n - 1 + min(begin, 0)) // 2, 3)
+        begins.append(begin)
+        ends.append(end)
+    attrs: dict = {"pads": tuple(begins + ends), "mode": mode}
+    if mode == "constant" and d.pick((False, True)):
+        attrs["value"] = values(d, (), dtype)
+    return Spec((data,), attrs, EXACT)

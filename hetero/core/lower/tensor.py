@@ -23,6 +23,8 @@ from hetero.core.ir.tir.expr import (
     cast,
     const,
     eq,
+    ge,
+    logical_and,
     lt,
     maximum,
     minimum,
@@ -242,3 +244,54 @@ def lower_constant_of_shape(inputs: list[Tensor | None], attrs: dict[str, Any],
     out = out_types[0]
     value = attrs["value"].reshape(()).item()
     return [compute_nd(out.shape, lambda i: const(value, out.dtype), names[0], out.dtype)]
+
+
+def _pad_source(o: Expr, n: int, begin: int, end: int, mode: str) -> tuple[Expr, Expr | None]:
+    """The input index output index ``o`` reads along one axis, and for constant mode
+    the condition that it lies inside the (cropped) input."""
+    start, stop = max(-begin, 0), n + min(end, 0)  # the part negative pads leave
+    size = stop - start
+    k = o - begin - start  # the position in the cropped axis
+    if mode == "constant":
+        inside = logical_and(ge(k, 0), lt(k, size))
+        return minimum(maximum(k, 0), size - 1) + start, inside
+    if mode == "edge":
+        return minimum(maximum(k, 0), size - 1) + start, None
+    if mode == "wrap":
+        return k % size + start, None
+    if size == 1:  # reflect
+        return as_expr(start), None
+    period = 2 * (size - 1)
+    t = k % period
+    return select(lt(t, size), t, period - t) + start, None
+
+
+@lowers("Pad")
+def lower_pad(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+              names: list[str]) -> list[Tensor]:
+    """Each padded axis reads a clamped (edge), periodic (wrap) or mirrored (reflect)
+    index; constant mode selects ``value`` outside the input, its load clamped inside."""
+    x = inputs[0]
+    assert x is not None
+    out, pads, mode = out_types[0], attrs["pads"], attrs["mode"]
+    rank = len(x.shape)
+    value = const(attrs["value"].reshape(()).astype(out.dtype).item(), out.dtype)
+    if any(n + min(pads[a], 0) + min(pads[rank + a], 0) == 0 for a, n in enumerate(x.shape)):
+        # Crops took a whole axis (constant mode): there is nothing to load.
+        return [compute_nd(out.shape, lambda i: value, names[0], out.dtype)]
+
+    def element(i: Indices) -> Expr:
+        source, inside = [], None
+        for a, o in enumerate(i):
+            begin, end = pads[a], pads[rank + a]
+            if begin == 0 and end == 0:
+                source.append(o)
+                continue
+            j, ok = _pad_source(o, x.shape[a], begin, end, mode)
+            source.append(j)
+            if ok is not None:
+                inside = ok if inside is None else logical_and(inside, ok)
+        load = x[tuple(source)]
+        return load if inside is None else select(inside, load, value)
+
+    return [compute_nd(out.shape, element, names[0], out.dtype)]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from hetero.core.frontend.onnx.budget import check_elements
 from hetero.core.frontend.onnx.context import NodeContext, translates
 from hetero.errors import ShapeError
@@ -155,3 +157,37 @@ def reduce(ctx: NodeContext) -> None:
     if axes:
         attrs["axes"] = axes
     ctx.emit(ctx.op_type, [ctx.input(0)], attrs)
+
+
+@translates("Pad")
+def pad(ctx: NodeContext) -> None:
+    """Pad with explicit begin and end pads on every axis.
+
+    pads and the fill are attributes before opset 11 (``pads``, ``value``) and inputs
+    after it (``pads``, ``constant_value``); opset 18 adds the ``axes`` input, which
+    says which axes the pads name (the others get 0).
+    """
+    data = ctx.input(0)
+    rank = data.type.rank
+    if ctx.has_attr("pads"):
+        pads, value = ctx.attr("pads"), ctx.attr("value", 0.0)
+        fill = None if value == 0.0 else np.array(value, data.dtype)
+    else:
+        pads = ctx.static_ints(1, "pads")
+        constant = ctx.static(2, "constant_value")
+        fill = None if constant is None or constant.size == 0 \
+            else np.asarray(constant).reshape(()).astype(data.dtype)
+    axes = ctx.static_ints(3, "axes")
+    if axes is not None:
+        if len(pads) != 2 * len(axes):
+            raise ShapeError(f"{ctx.label}: pads {pads} must hold 2 entries per axis of {axes}")
+        full = [0] * (2 * rank)
+        for k, a in enumerate(axes):
+            if not -rank <= a < rank:
+                raise ShapeError(f"{ctx.label}: axis {a} is out of range for {data.type}")
+            full[a % rank], full[rank + a % rank] = pads[k], pads[len(axes) + k]
+        pads = full
+    attrs = {"pads": pads, "mode": ctx.attr("mode", "constant")}
+    if fill is not None:
+        attrs["value"] = fill
+    ctx.emit("Pad", [data], attrs)

@@ -387,3 +387,70 @@ register(OpDef(
     flops=no_flops,
     doc="a tensor of ``shape`` filled with ``value``",
 ))
+
+
+# -- Pad ------------------------------------------------------------------------------
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad_complete(ins: list[TensorType | None], attrs: dict[str, Any]) -> dict[str, Any]:
+    data = ins[0]
+    if attrs["mode"] not in _PAD_MODES:
+        raise OpAttributeError(f"Pad mode {attrs['mode']!r} is not one of {list(_PAD_MODES)}")
+    if len(attrs["pads"]) != 2 * data.rank:
+        raise OpAttributeError(f"Pad pads {list(attrs['pads'])} must hold 2 x rank = "
+                               f"{2 * data.rank} entries (all begins, then all ends) for {data}")
+    if attrs["value"] is None:
+        attrs["value"] = np.zeros((), data.dtype)
+    elif attrs["value"].size != 1:
+        raise OpAttributeError(f"Pad value must hold one element, got shape {list(attrs['value'].shape)}")
+    return attrs
+
+
+def _pad_cropped(shape: tuple[int, ...], pads: tuple[int, ...]) -> list[int]:
+    """Each dim after the negative pads have cropped it."""
+    rank = len(shape)
+    return [d + min(pads[a], 0) + min(pads[rank + a], 0) for a, d in enumerate(shape)]
+
+
+def _pad_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    data, pads, mode = ins[0], attrs["pads"], attrs["mode"]
+    rank = data.rank
+    cropped = _pad_cropped(data.shape, pads)
+    for a, d in enumerate(cropped):
+        grows = pads[a] > 0 or pads[rank + a] > 0
+        if d < 0 or (d == 0 and grows and mode != "constant"):
+            raise ShapeError(f"Pad pads {list(pads)} leave axis {a} of {data} with {d} elements"
+                             + (f", from which {mode} mode cannot pad" if d == 0 else
+                                ": negative pads may crop at most the whole axis"))
+    shape = [d + max(pads[a], 0) + max(pads[rank + a], 0) for a, d in enumerate(cropped)]
+    return [TensorType(shape, data.dtype)]
+
+
+def _pad_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    data, pads, mode = ins[0], attrs["pads"], attrs["mode"]
+    rank = data.ndim
+    crop = tuple(slice(-min(pads[a], 0), data.shape[a] + min(pads[rank + a], 0)) for a in range(rank))
+    width = [(max(pads[a], 0), max(pads[rank + a], 0)) for a in range(rank)]
+    cropped = data[crop]
+    if mode == "constant":
+        value = attrs["value"].reshape(()).astype(data.dtype)
+        return [np.pad(cropped, width, mode="constant", constant_values=value)]
+    return [np.pad(cropped, width, mode=mode)]
+
+
+register(OpDef(
+    "Pad", ("data",), ("output",), _pad_infer, _pad_reference,
+    attrs={"pads": Attr("ints", doc="2 x rank entries: the begin pad of every axis, then the end "
+                                    "pads; a negative pad crops that many elements"),
+           "mode": Attr("str", "constant", "constant, reflect (mirror without the edge), edge "
+                                           "(repeat the edge) or wrap (periodic)"),
+           "value": Attr("tensor", None, "the one-element fill of constant mode; derived: 0 of "
+                                         "the data's dtype")},
+    flops=no_flops, complete=_pad_complete,
+    doc="""pad each axis at both ends (ONNX Pad, every axis explicit).
+
+Negative pads crop first, as onnxruntime does; the positive ones then pad the cropped
+tensor. reflect and wrap repeat periodically when a pad exceeds the axis (numpy's
+rule); edge and reflect of a 1-element axis repeat it.""",
+))
