@@ -20,6 +20,7 @@ from hetero.testing.cases_base import (
     Draw,
     Operand,
     Spec,
+    away_from_zero,
     generates,
     integers,
     peak,
@@ -237,3 +238,60 @@ def _dequantize(op: str, d: Draw, dtype: np.dtype) -> Spec:
                 Operand("zero_point", zero, constant=True) if d.pick((True, False)) else None)
     # x - zero is exact; one product, rounded once to float32 and again to float16.
     return Spec(operands, {"axis": axis}, rounded(scale_dtype, 2))
+
+
+def _reduced(d: Draw) -> tuple[tuple[int, ...], dict[str, Any], int]:
+    """A shape, reduction attributes over some of its axes (negative ones too) and the
+    number of terms each output reduces."""
+    s = shape(d, 1, 4, dim_hi=3)
+    axes = [a for a in range(len(s)) if d.pick((True, False))]
+    axes = [a - len(s) if d.pick((True, False)) else a for a in axes]
+    terms = math.prod(s[a] for a in axes) if axes else math.prod(s)
+    attrs = {"axes": tuple(d.rng.permutation(axes).tolist()), "keepdims": d.pick((1, 0))}
+    return s, attrs, terms
+
+
+@generates(("ReduceProd", "ReduceL1", "ReduceSumSquare"), FLOATS + ("int32", "int64"))
+def _reduce_more(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s, attrs, terms = _reduced(d)
+    if dtype.kind in "iu":
+        # Products of -1, 0 and 1, and sums of at most 81 small squares, stay exact.
+        x = integers(d, s, dtype, -1 if op == "ReduceProd" else -3, 1 if op == "ReduceProd" else 3)
+        return Spec((Operand("x", x),), attrs, EXACT)
+    if op == "ReduceProd":
+        # Magnitudes in [0.5, 1.5]: each factor adds one rounding, relative to the product.
+        x = away_from_zero(d, s, dtype, 0.5, 1.5)
+        return Spec((Operand("x", with_nan(d, x)),), attrs, rounded(dtype, terms + 2))
+    x = uniform(d, s, dtype)
+    magnitude = terms * peak(x) ** (2 if op == "ReduceSumSquare" else 1)
+    return Spec((Operand("x", with_nan(d, x)),), attrs, summed(dtype, terms + 2, magnitude))
+
+
+@generates(("ReduceL2", "ReduceLogSum", "ReduceLogSumExp"), FLOATS)
+def _reduce_log_sqrt(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s, attrs, terms = _reduced(d)
+    if op == "ReduceL2":
+        # A sum of squares is a sum of positive terms: k roundings relative to itself,
+        # halved by the square root.
+        x = uniform(d, s, dtype)
+        return Spec((Operand("x", with_nan(d, x)),), attrs, rounded(dtype, terms + 4))
+    if op == "ReduceLogSum":
+        # A positive sum, k roundings relative; the log turns them absolute.
+        x = uniform(d, s, dtype, 0.5, 2.0)
+        return Spec((Operand("x", with_nan(d, x)),), attrs, rounded(dtype, terms + 8, 1.0))
+    # exp of x - max has a few ulps each; the log of their sum carries k of them
+    # absolute, and the max added back rounds relative to the result.
+    x = uniform(d, s, dtype, -4.0, 4.0)
+    return Spec((Operand("x", with_nan(d, x)),), attrs,
+                rounded(dtype, terms + 8, peak(x) + math.log(terms) + 1.0))
+
+
+@generates(("ArgMax", "ArgMin"), FLOATS + ("int8", "uint8", "int32", "int64"))
+def _arg_extreme(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 4, dim_hi=4)
+    # Few distinct values, so ties (where select_last_index matters) are common.
+    x = integers(d, s, dtype, 0, 4) if dtype.kind in "iu" else \
+        (integers(d, s, np.int64, -3, 3) * 0.5).astype(dtype)
+    attrs = {"axis": d.integer(-len(s), len(s) - 1), "keepdims": d.pick((1, 0)),
+             "select_last_index": d.pick((0, 1))}
+    return Spec((Operand("x", with_nan(d, x)),), attrs, EXACT)

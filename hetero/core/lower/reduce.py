@@ -1,4 +1,5 @@
-"""Lowering ReduceSum, ReduceMean, ReduceMax and ReduceMin.
+"""Lowering the reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp) and ArgMax, ArgMin.
 
 Each is one stage whose element is a reduction over the reduced axes, kept in a
 local accumulator by :func:`hetero.core.ir.tir.compute.lower`. Half-precision floats
@@ -13,13 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.compute import Tensor, max_, min_, reduce_axis, sum_
-from hetero.core.ir.tir.expr import Expr, cast, const
+from collections.abc import Callable
+
+from hetero.core.ir.tir.compute import Tensor, max_, min_, prod_, reduce_axis, sum_
+from hetero.core.ir.tir.expr import Expr, call, cast, const, eq, logical_or, ne, select
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
 from hetero.core.lower.registry import Lowering, lowers
 
 _FLOAT32 = np.dtype("float32")
+INDEX = np.dtype("int64")
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
@@ -75,3 +79,114 @@ lowers("ReduceSum")(_lower_reduce("sum"))
 lowers("ReduceMean")(_lower_reduce("sum", mean=True))
 lowers("ReduceMax")(_lower_reduce("max"))
 lowers("ReduceMin")(_lower_reduce("min"))
+
+
+def _source(x: Tensor, axes: tuple[int, ...], keep: bool, rs: dict[int, Any], i: Indices
+            ) -> tuple[Expr, ...]:
+    """The input index that reduction variables ``rs`` and output index ``i`` address."""
+    kept = iter(i)
+    return tuple(rs[a].var if a in rs else (i[a] if keep else next(kept))
+                 for a in range(len(x.shape)))
+
+
+def _lower_fold(combiner: str, term: Callable[[Expr], Expr], finish: Callable[[Expr], Expr],
+                empty: float) -> Lowering:
+    """A one-stage reduction: ``finish(combiner of term(x) over axes)``, in the accumulator
+    dtype; ``empty`` is the value over an empty set."""
+    reducers = {"sum": sum_, "prod": prod_}
+
+    def lower(inputs: list[Tensor | None], attrs: dict[str, Any],
+              out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+        x = inputs[0]
+        assert x is not None
+        out, axes, keep = out_types[0], attrs["axes"], bool(attrs["keepdims"])
+        acc = accumulator_dtype(x.dtype)
+        count = int(np.prod([x.shape[a] for a in axes]))
+        rs = {a: reduce_axis(x.shape[a], f"r{a}") for a in axes}
+
+        def element(i: Indices) -> Expr:
+            if count == 0:
+                return const(empty, out.dtype)
+            total = reducers[combiner](term(cast(x[_source(x, axes, keep, rs, i)], acc)),
+                                       list(rs.values()))
+            return cast(finish(total), out.dtype)
+
+        return [compute_nd(out.shape, element, names[0], out.dtype)]
+
+    return lower
+
+
+def _same(e: Expr) -> Expr:
+    return e
+
+
+lowers("ReduceProd")(_lower_fold("prod", _same, _same, 1))
+lowers("ReduceL1")(_lower_fold("sum", lambda e: call("abs", e), _same, 0))
+lowers("ReduceSumSquare")(_lower_fold("sum", lambda e: e * e, _same, 0))
+lowers("ReduceL2")(_lower_fold("sum", lambda e: e * e, lambda t: call("sqrt", t), 0))
+lowers("ReduceLogSum")(_lower_fold("sum", _same, lambda t: call("log", t), -np.inf))
+
+
+@lowers("ReduceLogSumExp")
+def lower_reduce_log_sum_exp(inputs: list[Tensor | None], attrs: dict[str, Any],
+                             out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """log(sum(exp(x - m))) + m, m the maximum (0 where it is infinite, as the reference).
+
+    The maximum is its own stage, computed once per output element.
+    """
+    x = inputs[0]
+    assert x is not None
+    out, axes, keep = out_types[0], attrs["axes"], bool(attrs["keepdims"])
+    acc = accumulator_dtype(x.dtype)
+    if int(np.prod([x.shape[a] for a in axes])) == 0:
+        return [compute_nd(out.shape, lambda i: const(-np.inf, out.dtype), names[0], out.dtype)]
+    rs = {a: reduce_axis(x.shape[a], f"r{a}") for a in axes}
+    inf = const(np.inf, acc)
+
+    def peak_element(i: Indices) -> Expr:
+        m = max_(cast(x[_source(x, axes, keep, rs, i)], acc), list(rs.values()))
+        return select(logical_or(eq(m, inf), eq(m, -inf)), const(0, acc), m)
+
+    peak = compute_nd(out.shape, peak_element, f"{names[0]}_max", acc)
+
+    def element(i: Indices) -> Expr:
+        m = peak[i]
+        total = sum_(call("exp", cast(x[_source(x, axes, keep, rs, i)], acc) - m),
+                     list(rs.values()))
+        return cast(call("log", total) + m, out.dtype)
+
+    return [compute_nd(out.shape, element, names[0], out.dtype)]
+
+
+def _lower_arg(largest: bool) -> Lowering:
+    def lower_arg(inputs: list[Tensor | None], attrs: dict[str, Any],
+                  out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+        """The extreme (NaN-propagating max or min) in one stage, then the first (or last)
+        index holding it, or holding a NaN when the extreme is NaN."""
+        x = inputs[0]
+        assert x is not None
+        out, axis, keep = out_types[0], attrs["axis"], bool(attrs["keepdims"])
+        last, size = bool(attrs["select_last_index"]), x.shape[axis]
+        r = reduce_axis(size, f"{names[0]}_r")
+        rs = {axis: r}
+        extreme = max_ if largest else min_
+        peak = compute_nd(out.shape, lambda i: extreme(x[_source(x, (axis,), keep, rs, i)], r),
+                          f"{names[0]}_peak", x.dtype)
+        index = cast(r.var, INDEX)
+
+        def element(i: Indices) -> Expr:
+            v = x[_source(x, (axis,), keep, rs, i)]
+            hit = eq(v, peak[i])
+            if x.dtype.kind == "f":
+                hit = logical_or(hit, ne(v, v))  # only a NaN differs from itself
+            if last:
+                return max_(select(hit, index, const(-1, INDEX)), r)
+            return min_(select(hit, index, const(size, INDEX)), r)
+
+        return [compute_nd(out.shape, element, names[0], INDEX)]
+
+    return lower_arg
+
+
+lowers("ArgMax")(_lower_arg(largest=True))
+lowers("ArgMin")(_lower_arg(largest=False))

@@ -15,6 +15,7 @@ import onnx
 
 from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
 from hetero.core.frontend.onnx.shapes import numpy_dtype
+from hetero.core.frontend.onnx.translate_tensor import reduce
 from hetero.core.ir.graph import Value
 
 
@@ -155,3 +156,17 @@ def dequantize(ctx: NodeContext) -> None:
         raise ctx.unsupported("an output_dtype other than the scale's dtype is not supported")
     inputs = [ctx.input(0), scale, ctx.optional_input(2)]
     ctx.emit("DequantizeLinear", inputs, merge_attrs(ctx, ["axis"]))
+
+
+# The further reductions take their axes as the ones translate_tensor knows do: an attribute
+# before opset 18, a constant input since.
+translates("ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+           "ReduceLogSumExp")(reduce)
+
+
+@translates("ArgMax", "ArgMin")
+def arg_extreme(ctx: NodeContext) -> None:
+    """ArgMax and ArgMin; select_last_index (opset 12) defaults to the first extreme."""
+    attrs = {"axis": ctx.attr("axis", 0), "keepdims": ctx.attr("keepdims", 1),
+             "select_last_index": ctx.attr("select_last_index", 0)}
+    ctx.emit(ctx.op_type, [ctx.input(0)], attrs)

@@ -28,7 +28,9 @@ from hetero.core.ir.tir.expr import Expr, ExprLike, Load, Var, as_expr, binary, 
 from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Stmt, Store, seq
 from hetero.core.ir.tir.visit import map_expr, substitute
 
-COMBINERS = ("sum", "max", "min")
+COMBINERS = ("sum", "max", "min", "prod")
+# The binary op that folds each combiner's next term into its accumulator.
+_COMBINER_OPS = {"sum": "add", "prod": "mul"}
 
 
 @dataclass(frozen=True, eq=True)
@@ -129,7 +131,7 @@ def _reduce(combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar],
     src = as_expr(source)
     axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
     if init is None:
-        init = {"sum": 0, "max": _lowest(src.dtype), "min": _highest(src.dtype)}[combiner]
+        init = {"sum": 0, "prod": 1, "max": _lowest(src.dtype), "min": _highest(src.dtype)}[combiner]
     return Reduce(combiner, src, axes, as_expr(init, src.dtype), src.dtype)
 
 
@@ -147,6 +149,10 @@ def sum_(source: ExprLike, axis: IterVar | Sequence[IterVar], init: ExprLike | N
 
 def max_(source: ExprLike, axis: IterVar | Sequence[IterVar], init: ExprLike | None = None) -> Reduce:
     return _reduce("max", source, axis, init)
+
+
+def prod_(source: ExprLike, axis: IterVar | Sequence[IterVar], init: ExprLike | None = None) -> Reduce:
+    return _reduce("prod", source, axis, init)
 
 
 def min_(source: ExprLike, axis: IterVar | Sequence[IterVar], init: ExprLike | None = None) -> Reduce:
@@ -225,7 +231,7 @@ def _lower_stage(t: Tensor, inlined: dict[Buffer, Tensor]) -> Block:
         r = reduces[k]
         acc = Buffer(f"{t.name}_acc{k or ''}", (1,), r.dtype, "local")
         zero = (const(0, "int64"),)
-        update: Stmt = Store(acc, zero, binary(r.combiner.replace("sum", "add"), acc[0], r.source))
+        update: Stmt = Store(acc, zero, binary(_COMBINER_OPS.get(r.combiner, r.combiner), acc[0], r.source))
         for axis in reversed(r.axes):
             update = For(axis.var, axis.extent, update)
         inner = Allocate(acc, seq(Store(acc, zero, r.init), update, inner))
