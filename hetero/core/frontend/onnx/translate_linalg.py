@@ -8,7 +8,13 @@ run on the MatMul kernels.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+
 from hetero.core.frontend.onnx.context import NodeContext, translates
+from hetero.core.ir.graph import Value
 from hetero.errors import ShapeError
 
 
@@ -24,3 +30,196 @@ def topk(ctx: NodeContext) -> None:
         k = ctx.attr("k")
     attrs = {"k": k, "axis": ctx.attr("axis", -1), "largest": ctx.attr("largest", 1)}
     ctx.emit("TopK", [x], attrs, n_outputs=2)
+
+
+# -- Einsum ------------------------------------------------------------------------------
+
+#: Dtypes the canonical MatMul takes; other contractions are a Mul and a ReduceSum.
+_MATMUL_KINDS = ("float16", "float32", "float64", "bfloat16", "int32", "int64", "uint32", "uint64")
+_Ref = Value | int  # a value, or the index of an earlier step of the plan
+
+
+class _Term:
+    """One operand of the contraction as the plan goes: where it is, its labels, its dims."""
+
+    def __init__(self, ref: _Ref, labels: list[str], sizes: list[int]) -> None:
+        self.ref, self.labels, self.sizes = ref, labels, sizes
+
+    def size(self, label: str) -> int:
+        return self.sizes[self.labels.index(label)]
+
+
+class _EinsumPlan:
+    """Einsum as canonical ops, planned first so that the last one can be the emitted node."""
+
+    def __init__(self, ctx: NodeContext, dtype: np.dtype) -> None:
+        self.ctx, self.dtype = ctx, dtype
+        self.steps: list[tuple[str, list[_Ref], dict[str, Any], str]] = []
+
+    def _step(self, op: str, inputs: list[_Ref], attrs: dict[str, Any], purpose: str) -> int:
+        self.steps.append((op, inputs, attrs, purpose))
+        return len(self.steps) - 1
+
+    def transpose(self, t: _Term, labels: list[str]) -> _Term:
+        if labels == t.labels:
+            return t
+        perm = [t.labels.index(a) for a in labels]
+        ref = self._step("Transpose", [t.ref], {"perm": perm}, "transpose")
+        return _Term(ref, labels, [t.sizes[p] for p in perm])
+
+    def reshape(self, t: _Term, labels: list[str], sizes: list[int]) -> _Term:
+        if sizes == t.sizes:
+            return _Term(t.ref, labels, sizes)
+        return _Term(self._step("Reshape", [t.ref], {"shape": sizes}, "reshape"), labels, sizes)
+
+    def sum_out(self, t: _Term, labels: set[str]) -> _Term:
+        axes = [i for i, a in enumerate(t.labels) if a in labels]
+        if not axes:
+            return t
+        ref = self._step("ReduceSum", [t.ref], {"axes": axes, "keepdims": 0}, "sum")
+        kept = [i for i in range(len(t.labels)) if i not in axes]
+        return _Term(ref, [t.labels[i] for i in kept], [t.sizes[i] for i in kept])
+
+    def diagonal(self, t: _Term, label: str) -> _Term:
+        """``t`` with two of ``label``'s axes replaced by their diagonal: the two moved last
+        and flattened, then a Gather of every ``n + 1``-th element."""
+        p, q = [i for i, a in enumerate(t.labels) if a == label][:2]
+        n = t.sizes[p]
+        if t.sizes[q] != n:
+            raise ShapeError(f"{self.ctx.label}: label {label!r} names dims of sizes {n} and "
+                             f"{t.sizes[q]} in one operand")
+        rest = [i for i in range(len(t.labels)) if i not in (p, q)]
+        perm = rest + [p, q]
+        ref = t.ref
+        if perm != list(range(len(perm))):
+            ref = self._step("Transpose", [ref], {"perm": perm}, "transpose")
+        labels, sizes = [t.labels[i] for i in rest] + [label], [t.sizes[i] for i in rest] + [n]
+        ref = self._step("Reshape", [ref], {"shape": sizes[:-1] + [n * n]}, "reshape")
+        indices = self.ctx.constant(np.arange(n, dtype=np.int64) * (n + 1), "diagonal")
+        return _Term(self._step("Gather", [ref, indices], {"axis": len(rest)}, "diagonal"),
+                     labels, sizes)
+
+    def contract(self, a: _Term, b: _Term, later: set[str]) -> _Term:
+        """The product of ``a`` and ``b`` summed over their shared labels not in ``later``."""
+        shared = [x for x in a.labels if x in b.labels]
+        batch = [x for x in shared if x in later]
+        summed = [x for x in shared if x not in later]
+        # A summed label of size 1 on one side (a broadcast ellipsis dim) sums the other alone.
+        for x in list(summed):
+            if a.size(x) != b.size(x):
+                one, other = (a, b) if a.size(x) == 1 else (b, a)
+                kept = [y for y in one.labels if y != x]
+                squeezed = self.reshape(one, kept, [one.size(y) for y in kept])
+                reduced = self.sum_out(other, {x})
+                a, b = (squeezed, reduced) if one is a else (reduced, squeezed)
+                summed.remove(x)
+        m = [x for x in a.labels if x not in b.labels]
+        n = [x for x in b.labels if x not in a.labels]
+        bsizes = [max(a.size(x), b.size(x)) for x in batch]
+        msizes, nsizes = [a.size(x) for x in m], [b.size(x) for x in n]
+        ksizes = [a.size(x) for x in summed]
+        if summed and self.dtype.name in _MATMUL_KINDS:
+            left = self.transpose(a, batch + m + summed)
+            right = self.transpose(b, batch + summed + n)
+            left = self.reshape(left, batch + ["M", "K"],
+                                left.sizes[:len(batch)] + [math.prod(msizes), math.prod(ksizes)])
+            right = self.reshape(right, batch + ["K", "N"],
+                                 right.sizes[:len(batch)] + [math.prod(ksizes), math.prod(nsizes)])
+            ref = self._step("MatMul", [left.ref, right.ref], {}, "matmul")
+            product = _Term(ref, batch + ["M", "N"], bsizes + [math.prod(msizes), math.prod(nsizes)])
+            return self.reshape(product, batch + m + n, bsizes + msizes + nsizes)
+        # Broadcast both to (batch, m, n, summed) and multiply, then sum.
+        left = self.transpose(a, batch + m + summed)
+        left = self.reshape(left, batch + m + n + summed,
+                            left.sizes[:len(batch) + len(m)] + [1] * len(n) + ksizes)
+        right = self.transpose(b, batch + n + summed)
+        right = self.reshape(right, batch + m + n + summed, right.sizes[:len(batch)]
+                             + [1] * len(m) + nsizes + ksizes)
+        ref = self._step("Mul", [left.ref, right.ref], {}, "product")
+        return self.sum_out(_Term(ref, batch + m + n + summed, bsizes + msizes + nsizes + ksizes),
+                            set(summed))
+
+    def emit(self, result: _Term) -> None:
+        if not self.steps or result.ref != len(self.steps) - 1:
+            self._step("Identity", [result.ref], {}, "identity")
+        values: list[Value] = []
+        for i, (op, inputs, attrs, purpose) in enumerate(self.steps):
+            args = [values[r] if isinstance(r, int) else r for r in inputs]
+            if i == len(self.steps) - 1:
+                self.ctx.emit(op, args, attrs)
+            else:
+                values.append(self.ctx.add(op, args, attrs, purpose))
+
+
+def parse_einsum(equation: str, ranks: list[int], where: str) -> tuple[list[list[str]], list[str]]:
+    """Each operand's labels and the output's; an ellipsis becomes labels ``…0``, ``…1``,
+    ... aligned from the right across operands, as numpy broadcasts them."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ShapeError(f"{where}: equation {equation!r} has {len(terms)} operands, the node "
+                         f"{len(ranks)} inputs")
+    for term in terms + [rhs]:
+        letters = term.replace("...", "")
+        if not all(c.isalpha() for c in letters) or term.count("...") > 1:
+            raise ShapeError(f"{where}: equation {equation!r}: term {term!r} is not letters "
+                             "with at most one ellipsis")
+    widths = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    ellipsis = max(widths, default=0)
+    labels = []
+    for term, width, rank in zip(terms, widths, ranks):
+        head, _, tail = term.partition("...")
+        spread = [f"…{ellipsis - width + j}" for j in range(width)] if "..." in term else []
+        operand = list(head) + spread + list(tail)
+        if len(operand) != rank or width < 0:
+            raise ShapeError(f"{where}: term {term!r} of {equation!r} does not fit an input of "
+                             f"rank {rank}")
+        labels.append(operand)
+    dots = [f"…{j}" for j in range(ellipsis)]
+    if arrow and ellipsis and "..." not in rhs:
+        raise ShapeError(f"{where}: equation {equation!r} drops the ellipsis' {ellipsis} dims "
+                         "from its output, which onnx's reference (numpy) refuses")
+    if arrow:
+        head, _, tail = rhs.partition("...")
+        output = list(head) + (dots if "..." in rhs else []) + list(tail)
+    else:
+        counts: dict[str, int] = {}
+        for operand in labels:
+            for x in operand:
+                counts[x] = counts.get(x, 0) + 1
+        output = dots + sorted(x for x, c in counts.items() if c == 1 and not x.startswith("…"))
+    known = {x for operand in labels for x in operand}
+    if len(set(output)) != len(output) or not set(output) <= known:
+        raise ShapeError(f"{where}: output {rhs!r} of {equation!r} repeats a label or names one "
+                         "no input has")
+    return labels, output
+
+
+@translates("Einsum")
+def einsum(ctx: NodeContext) -> None:
+    """Einsum as diagonals (Gather), sums (ReduceSum), pairwise contractions (MatMul, or Mul
+    and ReduceSum for the dtypes MatMul lacks) and a final Transpose, left to right."""
+    operands = ctx.inputs()
+    labels, output = parse_einsum(ctx.attr("equation"), [v.type.rank for v in operands], ctx.label)
+    sizes: dict[str, set[int]] = {}
+    for value, operand in zip(operands, labels):
+        for x, d in zip(operand, value.shape):
+            sizes.setdefault(x, set()).add(d)
+    for x, found in sizes.items():
+        # Ellipsis dims broadcast (1 against n); a letter names one size.
+        if len(found - {1} if x.startswith("…") else found) > 1:
+            raise ShapeError(f"{ctx.label}: label {x!r} has sizes {sorted(found)}")
+    plan = _EinsumPlan(ctx, operands[0].dtype)
+    terms = [_Term(v, list(operand), list(v.shape)) for v, operand in zip(operands, labels)]
+    for i, t in enumerate(terms):
+        for x in dict.fromkeys(t.labels):
+            while t.labels.count(x) > 1:
+                t = plan.diagonal(t, x)
+        elsewhere = {x for u in terms[:i] + terms[i + 1:] for x in u.labels} | set(output)
+        terms[i] = plan.sum_out(t, set(t.labels) - elsewhere)
+    result = terms[0]
+    for i, t in enumerate(terms[1:], start=1):
+        later = {x for u in terms[i + 1:] for x in u.labels} | set(output)
+        result = plan.contract(result, t, later)
+    plan.emit(plan.transpose(plan.sum_out(result, set(result.labels) - set(output)), output))
