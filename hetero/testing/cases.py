@@ -56,6 +56,7 @@ from hetero.core.runtime.reference import run_reference
 from hetero.errors import UnknownOpError
 from hetero.testing import (  # noqa: F401 - they register their generators
     cases_elementwise,
+    cases_indexing,
     cases_linalg,
     cases_nn,
     cases_qint,

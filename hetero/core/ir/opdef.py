@@ -90,17 +90,25 @@ CompleteFn = Callable[[list[TensorType | None], dict[str, Any]], dict[str, Any]]
 FlopsFn = Callable[[list[TensorType], list[TensorType], dict[str, Any]], int]
 #: ``(input types, attrs) -> [(input position, axis, size), ...]``: the inputs holding
 #: indices into an axis of ``size`` elements, whose values must lie in ``[-size, size)``.
-IndexBoundsFn = Callable[[list[TensorType], dict[str, Any]], list[tuple[int, int, int]]]
+#: A tuple ``size`` is one size per column of the indices' last axis (GatherND's index
+#: tuples): column j indexes axis ``axis + j``.
+IndexBoundsFn = Callable[[list[TensorType], dict[str, Any]], list[tuple[int, int, Any]]]
 
 
-def index_problem(values: np.ndarray, axis: int, size: int) -> str | None:
+def index_problem(values: np.ndarray, axis: int, size: int | tuple[int, ...]) -> str | None:
     """What is wrong with ``values`` as indices into an axis of ``size`` (negative ones
-    counting from the end), or None when every one lies in ``[-size, size)``."""
+    counting from the end), or None when every one lies in ``[-size, size)``. A tuple
+    ``size`` bounds each column of the last axis of ``values`` by its own entry."""
     values = np.asarray(values)
-    bad = (values < -size) | (values >= size)
+    sizes = np.asarray(size, np.int64)
+    bad = (values < -sizes) | (values >= sizes)
     if not bad.any():
         return None
-    return (f"index {int(values[bad].flat[0])} is out of range for axis {axis} of size {size}: "
+    where = np.argwhere(bad)[0]
+    if sizes.ndim:
+        column = int(where[-1])
+        axis, size = axis + column, int(sizes[column])
+    return (f"index {int(values[tuple(where)])} is out of range for axis {axis} of size {size}: "
             f"indices must lie in [-{size}, {size})")
 
 

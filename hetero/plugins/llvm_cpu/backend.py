@@ -130,7 +130,7 @@ class LlvmCpuPart:
                     code = read_member(zf, f"kernels/{i}.o", source)
                     steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code),
                                       tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]),
-                                      tuple((str(v), int(a), int(n)) for v, a, n in s.get("checks", []))))
+                                      tuple((str(v), int(a), _index_size(n)) for v, a, n in s.get("checks", []))))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
@@ -138,6 +138,11 @@ class LlvmCpuPart:
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
                                        f"({type(exc).__name__}: {exc}); recompile the model") from None
+
+
+def _index_size(size: Any) -> int | tuple[int, ...]:
+    """A check's size as saved: an axis size, or one per column of GatherND's index tuples."""
+    return tuple(int(n) for n in size) if isinstance(size, list) else int(size)
 
 
 def _host_memory() -> MemoryHierarchy:

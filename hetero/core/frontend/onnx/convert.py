@@ -31,6 +31,7 @@ from hetero.core.frontend.onnx import (  # noqa: F401
     translate_elementwise, translate_nn, translate_tensor,
 )
 from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
+from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
 from hetero.core.frontend.onnx.external import load_external_data
