@@ -14,6 +14,7 @@ from hetero.testing.cases_base import (
     ALL,
     EXACT,
     FLOATS,
+    INTS,
     NUMERIC,
     Draw,
     Operand,
@@ -36,7 +37,18 @@ _TRANSCENDENTAL_ULPS = 8
 
 # Input ranges on which each op is well conditioned and its output finite in float16.
 _SMOOTH = {"Sigmoid": (-6.0, 6.0), "Tanh": (-4.0, 4.0), "Erf": (-3.0, 3.0), "Exp": (-5.0, 5.0),
-           "Log": (0.05, 20.0), "Gelu": (-4.0, 4.0)}
+           "Log": (0.05, 20.0), "Gelu": (-4.0, 4.0),
+           "Sin": (-4.0, 4.0), "Cos": (-4.0, 4.0), "Tan": (-1.2, 1.2), "Asin": (-0.95, 0.95),
+           "Acos": (-0.95, 0.95), "Atan": (-4.0, 4.0), "Sinh": (-4.0, 4.0), "Cosh": (-4.0, 4.0),
+           "Asinh": (-4.0, 4.0), "Acosh": (1.05, 10.0), "Atanh": (-0.9, 0.9),
+           "Elu": (-4.0, 4.0), "Selu": (-4.0, 4.0), "Celu": (-4.0, 4.0), "Softplus": (-6.0, 6.0),
+           "Mish": (-4.0, 4.0), "Swish": (-6.0, 6.0)}
+# Attribute values the activations among them are drawn with.
+_SMOOTH_ATTRS = {"Elu": {"alpha": (1.0, 0.5, 2.0)}, "Celu": {"alpha": (1.0, 0.5, 2.0)},
+                 "Selu": {"alpha": (1.6732632423543772, 1.0), "gamma": (1.0507009873554805, 2.0)},
+                 "Swish": {"alpha": (1.0, 0.5, 1.702)}}
+# Those whose result is x times a bounded factor, so their absolute error scales with |x|.
+_TIMES_X = ("Gelu", "Selu", "Celu", "Mish", "Swish")
 
 
 def broadcast_shapes(d: Draw, count: int, rank_hi: int = 4) -> list[tuple[int, ...]]:
@@ -57,9 +69,13 @@ def _unary(x: np.ndarray, tolerance: Tolerance, **attrs: object) -> Spec:
 def _smooth(op: str, d: Draw, dtype: np.dtype) -> Spec:
     lo, hi = _SMOOTH[op]
     x = uniform(d, shape(d, 0, 4), dtype, lo, hi)
-    attrs = {"approximate": d.pick(("none", "tanh"))} if op == "Gelu" else {}
+    attrs = {"approximate": d.pick(("none", "tanh"))} if op == "Gelu" else {
+        name: d.pick(options) for name, options in _SMOOTH_ATTRS.get(op, {}).items()}
     # Gelu(x) = x·Phi(x) cancels for negative x: its absolute error scales with |x|.
-    scale = max(1.0, peak(x)) if op == "Gelu" else 1.0
+    factors = [v for v in attrs.values() if isinstance(v, float)]
+    scale = max(1.0, peak(x)) * max([1.0, *factors]) if op in _TIMES_X else 1.0
+    if op in _SMOOTH_ATTRS or op in ("Softplus", "Mish"):  # NaN must come through
+        x = with_nan(d, x)
     return _unary(x, rounded(dtype, _TRANSCENDENTAL_ULPS, scale), **attrs)
 
 
@@ -82,7 +98,56 @@ def _piecewise_linear(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return _unary(with_nan(d, x), rounded(dtype, 4, peak(x)))
 
 
-@generates(("Floor", "Ceil"), FLOATS)
+@generates(("Softsign",), FLOATS)
+def _softsign(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    return _unary(with_nan(d, uniform(d, shape(d, 0, 4), dtype, -6.0, 6.0)), rounded(dtype, 4))
+
+
+@generates(("ThresholdedRelu",), FLOATS)
+def _thresholded_relu(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    # Quarters, so that some elements tie with the threshold (which they must not pass).
+    x = (integers(d, shape(d, 0, 4), np.int64, -12, 12) / 4).astype(dtype)
+    return _unary(with_nan(d, x), EXACT, alpha=d.pick((1.0, 0.0, -0.5, 2.0)))
+
+
+@generates(("Shrink",), NUMERIC)
+def _shrink(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    if dtype.kind == "f":
+        x = (integers(d, shape(d, 0, 4), np.int64, -16, 16) / 4).astype(dtype)
+        lambd, bias = d.pick((0.5, 1.0, 1.5)), d.pick((0.0, 0.5, 1.5))
+        return _unary(with_nan(d, x), rounded(dtype, 2, peak(x)), lambd=lambd, bias=bias)
+    # Integers: bias at most lambd, so that x - bias stays inside an unsigned dtype.
+    x = values(d, shape(d, 0, 4), dtype)
+    lambd, bias = d.pick(((0.5, 0.0), (1.5, 1.5), (3.0, 2.5), (10.0, 0.5)))
+    return _unary(x, EXACT, lambd=lambd, bias=bias)
+
+
+@generates(("Sign",), NUMERIC)
+def _sign(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = values(d, shape(d, 0, 4), dtype)
+    x = np.where(d.rng.random(x.shape) < 0.25, 0, x).astype(dtype)  # zeros are their own sign
+    return _unary(with_nan(d, x), EXACT)
+
+
+def _specials(d: Draw, x: np.ndarray) -> np.ndarray:
+    """``x`` with some elements NaN, +inf and -inf."""
+    x = np.array(x)
+    pick = d.rng.random(x.shape)
+    x[pick < 0.45] = np.nan
+    x[pick < 0.3] = np.inf
+    x[pick < 0.15] = -np.inf
+    return x
+
+
+@generates(("IsNaN", "IsInf"), FLOATS)
+def _float_class(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = _specials(d, values(d, shape(d, 0, 4), dtype))
+    attrs = {} if op == "IsNaN" else {"detect_positive": d.pick((0, 1)),
+                                     "detect_negative": d.pick((0, 1))}
+    return _unary(x, EXACT, **attrs)
+
+
+@generates(("Floor", "Ceil", "Round"), FLOATS)
 def _rounding(op: str, d: Draw, dtype: np.dtype) -> Spec:
     # Quarters: integers, halves and values in between, all exact in float16.
     return _unary((integers(d, shape(d, 0, 4), np.int64, -20, 20) / 4).astype(dtype), EXACT)
@@ -191,7 +256,7 @@ def _compare(op: str, d: Draw, dtype: np.dtype) -> Spec:
 
 
 generates(("Equal",), NUMERIC + ("bool",))(_compare)
-generates(("And", "Or"), ("bool",))(_compare)
+generates(("And", "Or", "Xor"), ("bool",))(_compare)
 
 
 @generates(("Where",), ALL)
@@ -200,3 +265,65 @@ def _where(op: str, d: Draw, dtype: np.dtype) -> Spec:
     operands = (Operand("condition", values(d, sc, np.dtype(bool))),
                 Operand("x", values(d, sx, dtype)), Operand("y", values(d, sy, dtype)))
     return Spec(operands, {}, EXACT)
+
+
+@generates(("Mod",), NUMERIC)
+def _mod(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    sa, sb = broadcast_shapes(d, 2)
+    fmod = d.pick((0, 1))
+    if dtype.kind == "f":
+        a = uniform(d, sa, dtype, -10.0, 10.0)
+        b = away_from_zero(d, sb, dtype, 0.5, 4.0)
+        # A floored remainder of the opposite sign adds b: one rounding. fmod is exact.
+        tolerance = EXACT if fmod else rounded(dtype, 2, peak(b))
+        return Spec((Operand("a", with_nan(d, a)), Operand("b", b)), {"fmod": fmod}, tolerance)
+    (alo, ahi), _ = _int_range(op, dtype)
+    a = integers(d, sa, dtype, alo, ahi)
+    b = integers(d, sb, np.int64, 1, 12)
+    if dtype.kind == "i":
+        b = b * (integers(d, sb, np.int64, 0, 1) * 2 - 1)
+    return Spec((Operand("a", a), Operand("b", b.astype(dtype))), {"fmod": fmod}, EXACT)
+
+
+@generates(("PRelu",), ("float32", "float16", "int32", "int64"))
+def _prelu(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    sx = shape(d, 0, 4)
+    # The slope broadcasts to X's shape: a suffix of it, with some dims 1.
+    ss = tuple(1 if d.pick((False, True)) else n for n in sx[len(sx) - d.integer(0, len(sx)):])
+    if dtype.kind == "f":
+        x, slope = uniform(d, sx, dtype, -4.0, 4.0), uniform(d, ss, dtype, -1.0, 1.0)
+        x = with_nan(d, x)
+    else:
+        x, slope = integers(d, sx, dtype, -100, 100), integers(d, ss, dtype, -10, 10)
+    return Spec((Operand("x", x), Operand("slope", slope)), {}, EXACT)
+
+
+def _bits(d: Draw, s: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Any values of the integer ``dtype``, its extremes included."""
+    info = np.iinfo(dtype)
+    x = d.rng.integers(info.min, info.max, s, dtype=dtype, endpoint=True)
+    pick = d.rng.random(s)
+    x[pick < 0.1] = info.min
+    x[pick > 0.9] = info.max
+    return np.asarray(x)
+
+
+@generates(("BitwiseAnd", "BitwiseOr", "BitwiseXor"), INTS)
+def _bitwise(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    sa, sb = broadcast_shapes(d, 2)
+    return Spec((Operand("a", _bits(d, sa, dtype)), Operand("b", _bits(d, sb, dtype))), {}, EXACT)
+
+
+@generates(("BitwiseNot",), INTS)
+def _bitwise_not(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    return _unary(_bits(d, shape(d, 0, 4), dtype), EXACT)
+
+
+@generates(("BitShift",), INTS)
+def _bit_shift(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    sx, sy = broadcast_shapes(d, 2)
+    bits = 8 * dtype.itemsize
+    # Amounts past the bit width (and negative ones for signed types) give the fill alone.
+    y = integers(d, sy, np.int64, -3 if dtype.kind == "i" else 0, bits + 3).astype(dtype)
+    return Spec((Operand("x", _bits(d, sx, dtype)), Operand("y", y)),
+                {"direction": d.pick(("LEFT", "RIGHT"))}, EXACT)

@@ -112,6 +112,42 @@ def _clip(x: Expr, lo: float, hi: float) -> Expr:
     return x
 
 
+def _sign(x: Expr) -> Expr:
+    zero, one = const(0, x.dtype), const(1, x.dtype)
+    if x.dtype.kind == "u":
+        return select(gt(x, zero), one, zero)
+    rest = select(eq(x, zero), zero, x) if x.dtype.kind == "f" else zero  # NaN stays NaN
+    return select(gt(x, zero), one, select(lt(x, zero), const(-1, x.dtype), rest))
+
+
+def _is_inf(x: Expr, positive: int, negative: int) -> Expr:
+    tests = ([eq(x, const(math.inf, x.dtype))] if positive else []) + (
+        [eq(x, const(-math.inf, x.dtype))] if negative else [])
+    if not tests:
+        return const(False, BOOL)
+    return tests[0] if len(tests) == 1 else logical_or(*tests)
+
+
+def _softplus(x: Expr) -> Expr:
+    """``log(1 + exp(x))`` as ``max(x, 0) + log1p(exp(-|x|))``: no overflow, and exact in the
+    tail where ``log(1 + exp(x))`` would round ``exp(x)`` away."""
+    return maximum(x, _float_const(0.0, x)) + call("log1p", call("exp", -call("abs", x)))
+
+
+def _shrink(x: Expr, lambd: float, bias: float) -> Expr:
+    # Integers compute in float64 and truncate back, as the reference does.
+    v = cast(x, np.float64) if x.dtype.kind in "iu" else x
+    low, high = lt(v, _float_const(-lambd, v)), gt(v, _float_const(lambd, v))
+    out = select(low, v + _float_const(bias, v),
+                 select(high, v - _float_const(bias, v), _float_const(0.0, v)))
+    return cast(out, x.dtype)
+
+
+def _bit_not(x: Expr) -> Expr:
+    ones = -1 if x.dtype.kind == "i" else int(np.iinfo(x.dtype).max)
+    return binary("bit_xor", x, const(ones, x.dtype))
+
+
 def _cast(x: Expr, to: np.dtype) -> Expr:
     if to == BOOL and x.dtype != BOOL:
         return ne(x, const(0, x.dtype))
@@ -141,6 +177,37 @@ UNARY: dict[str, Callable[[Expr, dict[str, Any]], Expr]] = {
     "Dropout": lambda x, a: x,
     "Clip": lambda x, a: _clip(x, a["min"], a["max"]),
     "Cast": lambda x, a: _cast(x, np.dtype(a["to"])),
+    "Sin": lambda x, a: call("sin", x),
+    "Cos": lambda x, a: call("cos", x),
+    "Tan": lambda x, a: call("tan", x),
+    "Asin": lambda x, a: call("asin", x),
+    "Acos": lambda x, a: call("acos", x),
+    "Atan": lambda x, a: call("atan", x),
+    "Sinh": lambda x, a: call("sinh", x),
+    "Cosh": lambda x, a: call("cosh", x),
+    "Asinh": lambda x, a: call("asinh", x),
+    "Acosh": lambda x, a: call("acosh", x),
+    "Atanh": lambda x, a: call("atanh", x),
+    "Round": lambda x, a: call("round_even", x),
+    "Sign": lambda x, a: _sign(x),
+    "IsNaN": lambda x, a: ne(x, x),
+    "IsInf": lambda x, a: _is_inf(x, a["detect_positive"], a["detect_negative"]),
+    "Elu": lambda x, a: select(lt(x, _float_const(0.0, x)),
+                               _float_const(a["alpha"], x) * call("expm1", x), x),
+    "Selu": lambda x, a: select(gt(x, _float_const(0.0, x)), _float_const(a["gamma"], x) * x,
+                                _float_const(a["alpha"] * a["gamma"], x) * call("expm1", x)),
+    "Celu": lambda x, a: maximum(x, _float_const(0.0, x)) + minimum(
+        _float_const(a["alpha"], x) * call("expm1", x / _float_const(a["alpha"], x)),
+        _float_const(0.0, x)),
+    "Softplus": lambda x, a: _softplus(x),
+    "Softsign": lambda x, a: x / (_float_const(1.0, x) + call("abs", x)),
+    "Mish": lambda x, a: x * call("tanh", _softplus(x)),
+    "Swish": lambda x, a: x * (_float_const(1.0, x) / (
+        _float_const(1.0, x) + call("exp", -(_float_const(a["alpha"], x) * x)))),
+    "ThresholdedRelu": lambda x, a: select(gt(x, _float_const(a["alpha"], x)), x,
+                                           _float_const(0.0, x)),
+    "Shrink": lambda x, a: _shrink(x, a["lambd"], a["bias"]),
+    "BitwiseNot": lambda x, a: _bit_not(x),
 }
 
 #: Each two-input op's element from its (broadcast) operands' elements.
@@ -160,6 +227,31 @@ BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
     "GreaterOrEqual": ge,
     "And": logical_and,
     "Or": logical_or,
+    "Xor": ne,
+    "BitwiseAnd": lambda a, b: binary("bit_and", a, b),
+    "BitwiseOr": lambda a, b: binary("bit_or", a, b),
+    "BitwiseXor": lambda a, b: binary("bit_xor", a, b),
+    # The slope is broadcast to X's shape (PRelu's unidirectional broadcasting).
+    "PRelu": lambda x, slope: select(lt(x, const(0, x.dtype)), slope * x, x),
+}
+
+
+def _fmod(a: Expr, b: Expr) -> Expr:
+    """C's fmod, the remainder of truncated division (the sign of ``a``)."""
+    if a.dtype.kind in "iu":
+        # Truncating div, then a - q*b, is exact; a zero divisor gives 0, as numpy's does.
+        zero = const(0, a.dtype)
+        return select(eq(b, zero), zero, a - (a / b) * b)
+    # On magnitudes floored and truncated remainders agree, and the IR's floored mod is
+    # exact (LLVM's frem); the sign is then a's.
+    m = call("abs", a) % call("abs", b)
+    return select(lt(a, _float_const(0.0, a)), m * _float_const(-1.0, a), m)
+
+
+#: Two-input ops with attributes: their element from the operands' elements and the attributes.
+BINARY_ATTRS: dict[str, Callable[[Expr, Expr, dict[str, Any]], Expr]] = {
+    "Mod": lambda a, b, at: _fmod(a, b) if at["fmod"] else a % b,
+    "BitShift": lambda a, b, at: binary("shl" if at["direction"] == "LEFT" else "shr", a, b),
 }
 
 
@@ -174,22 +266,28 @@ def _unary_lowering(fn: Callable[[Expr, dict[str, Any]], Expr]) -> Lowering:
     return lower_unary
 
 
-def _binary_lowering(fn: Callable[[Expr, Expr], Expr]) -> Lowering:
+def _binary_lowering(fn: Callable[[Expr, Expr, dict[str, Any]], Expr]) -> Lowering:
     def lower_binary(inputs: list[Tensor | None], attrs: dict[str, Any],
                      out_types: list[TensorType], names: list[str]) -> list[Tensor]:
         a, b = inputs
         assert a is not None and b is not None
         out = out_types[0]
-        return [compute_nd(out.shape, lambda i: fn(broadcast_load(a, i), broadcast_load(b, i)),
+        return [compute_nd(out.shape, lambda i: fn(broadcast_load(a, i), broadcast_load(b, i), attrs),
                            names[0], out.dtype)]
 
     return lower_binary
 
 
+def _without_attrs(fn: Callable[[Expr, Expr], Expr]) -> Callable[[Expr, Expr, dict[str, Any]], Expr]:
+    return lambda a, b, attrs: fn(a, b)
+
+
 for _op, _fn in UNARY.items():
     lowers(_op)(_unary_lowering(_fn))
 for _op, _bfn in BINARY.items():
-    lowers(_op)(_binary_lowering(_bfn))
+    lowers(_op)(_binary_lowering(_without_attrs(_bfn)))
+for _op, _afn in BINARY_ATTRS.items():
+    lowers(_op)(_binary_lowering(_afn))
 
 
 @lowers("Where")

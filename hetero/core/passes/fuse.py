@@ -32,7 +32,9 @@ ANCHORS = frozenset({"Conv", "MatMul", "Gemm", "MaxPool", "AveragePool",
 EPILOGUE = frozenset({
     "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu", "LeakyRelu", "Clip", "Sigmoid",
     "HardSigmoid", "HardSwish", "Tanh", "Erf", "Gelu", "Sqrt", "Exp", "Neg", "Abs",
-    "Identity", "Dropout",
+    "Identity", "Dropout", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+    "Acosh", "Atanh", "Sign", "Round", "Mod", "PRelu", "Elu", "Selu", "Celu", "Softplus",
+    "Softsign", "Mish", "Swish", "ThresholdedRelu", "Shrink",
 })
 
 

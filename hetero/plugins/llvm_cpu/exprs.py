@@ -3,7 +3,8 @@
 Every expression is rendered with the meaning :func:`hetero.core.ir.tir.run_func` gives
 it, so a compiled kernel and the interpreter agree: integer ``div`` truncates,
 ``floordiv``/``mod`` floor (Python's rule, for integers and floats alike), integer
-division by zero gives 0, ``shr`` is ``floor(a / 2**b)`` for any amount ``b >= 0``,
+division by zero gives 0, ``shr`` is ``floor(a / 2**b)`` for any amount ``b >= 0`` and
+``shl`` 0 for an amount of the bit width or more,
 float ``min``/``max`` propagate NaN, the IR's NaN rule (``llvm.minimum``/``llvm.maximum``;
 ``minnum``/``maxnum`` would drop NaN). Booleans are ``i1`` in registers and one byte in
 memory, as numpy stores them. Float additions and multiplications carry the
@@ -30,9 +31,14 @@ _CONTRACT = ("contract",)
 # LLVM intrinsics that take and return one float; abs/floor/ceil/round_even of an
 # integer is the integer itself (abs aside), handled before these are reached.
 _FLOAT_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs",
-                     "floor": "llvm.floor", "ceil": "llvm.ceil", "round_even": "llvm.roundeven"}
+                     "floor": "llvm.floor", "ceil": "llvm.ceil", "round_even": "llvm.roundeven",
+                     "sin": "llvm.sin", "cos": "llvm.cos"}
 # No LLVM intrinsic exists for these: call the C library (glibc: below 2 ulp in float).
-_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "expm1": ("expm1f", "expm1"),
+         "log1p": ("log1pf", "log1p"), "tan": ("tanf", "tan"), "asin": ("asinf", "asin"),
+         "acos": ("acosf", "acos"), "atan": ("atanf", "atan"), "sinh": ("sinhf", "sinh"),
+         "cosh": ("coshf", "cosh"), "asinh": ("asinhf", "asinh"), "acosh": ("acoshf", "acosh"),
+         "atanh": ("atanhf", "atanh")}
 #: Intrinsics rendered as scalar C library calls, which LLVM's loop vectorizer cannot widen.
 SCALAR_CALLS = frozenset(_LIBM)
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -273,6 +279,17 @@ def _int_shr(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Valu
     return bld.select(wide, ir.Constant(a.type, 0), bld.lshr(a, bld.select(wide, top, b)))
 
 
+def _int_shl(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
+    """``a * 2**b`` wrapped: 0 for ``b`` of the bit width or more (read as unsigned),
+    where LLVM's ``shl`` would be poison."""
+    bld, width = em.builder, a.type.width
+    if isinstance(b, ir.Constant) and 0 <= b.constant < width:
+        return bld.shl(a, b)
+    top = ir.Constant(a.type, width - 1)
+    wide = bld.icmp_unsigned(">", b, top)
+    return bld.select(wide, ir.Constant(a.type, 0), bld.shl(a, bld.select(wide, top, b)))
+
+
 def _int_pow(em: ExprEmitter, a: ir.Value, b: ir.Value, signed: bool) -> ir.Value:
     return em.builder.call(_ipow_helper(em, a.type, signed), [a, b])
 
@@ -381,4 +398,8 @@ _INT_OPS: dict[str, BinaryFn] = {
                                                      else em.builder.icmp_unsigned)(">", b, a)),
     "pow": _int_pow,
     "shr": _int_shr,
+    "shl": _int_shl,
+    "bit_and": lambda em, a, b, _: em.builder.and_(a, b),
+    "bit_or": lambda em, a, b, _: em.builder.or_(a, b),
+    "bit_xor": lambda em, a, b, _: em.builder.xor(a, b),
 }

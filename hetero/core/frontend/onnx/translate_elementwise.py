@@ -1,6 +1,7 @@
 """Translators of ONNX's elementwise ops, Constant, Cast, Clip and Dropout.
 
-Most are one-to-one; ONNX's n-ary Sum, Max and Min become chains of binary ops.
+Most are one-to-one; ONNX's n-ary Sum, Max and Min become chains of binary ops, and
+Mean such a sum divided by the count.
 """
 
 from __future__ import annotations
@@ -17,13 +18,29 @@ _SAME_NAME = (
     "Floor", "Ceil", "Neg", "Abs", "Not", "Identity",
     "Add", "Sub", "Mul", "Div", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
     "And", "Or", "Where",
+    "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+    "Round", "Sign", "IsNaN", "Softplus", "Softsign", "Mish", "PRelu",
+    "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
 )
+
+#: ONNX ops that map to the canonical op of the same name with these of their attributes.
+_WITH_ATTRS = {
+    "IsInf": ("detect_positive", "detect_negative"), "Mod": ("fmod",), "Elu": ("alpha",),
+    "Selu": ("alpha", "gamma"), "Celu": ("alpha",), "ThresholdedRelu": ("alpha",),
+    "Shrink": ("lambd", "bias"), "Swish": ("alpha",), "BitShift": ("direction",),
+}
 
 
 @translates(*_SAME_NAME)
 def same_name(ctx: NodeContext) -> None:
     """Ops whose canonical form is the ONNX op itself, without attributes."""
     ctx.emit(ctx.op_type, ctx.inputs())
+
+
+@translates(*_WITH_ATTRS)
+def with_attrs(ctx: NodeContext) -> None:
+    """Ops whose canonical form is the ONNX op with the attributes it sets."""
+    ctx.emit(ctx.op_type, ctx.inputs(), merge_attrs(ctx, _WITH_ATTRS[ctx.op_type]))
 
 
 @translates("LeakyRelu")
@@ -62,6 +79,20 @@ def variadic(ctx: NodeContext) -> None:
     for i, operand in enumerate(operands[1:-1], start=1):
         acc = ctx.add(op, [acc, operand], purpose=f"{op.lower()}{i}")
     ctx.emit(op, [acc, operands[-1]])
+
+
+@translates("Mean")
+def mean(ctx: NodeContext) -> None:
+    """n-ary Mean as the left-to-right sum of its inputs (broadcast), divided by n."""
+    operands = ctx.inputs()
+    if len(operands) == 1:
+        ctx.emit("Identity", operands)
+        return
+    acc = operands[0]
+    for i, operand in enumerate(operands[1:], start=1):
+        acc = ctx.add("Add", [acc, operand], purpose=f"add{i}")
+    count = ctx.constant(np.array(len(operands), operands[0].dtype), "count")
+    ctx.emit("Div", [acc, count])
 
 
 @translates("Clip")

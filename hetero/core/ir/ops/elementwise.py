@@ -15,7 +15,7 @@ import numpy as np
 from hetero.core.ir.opdef import Attr, OpDef, no_flops, register
 from hetero.core.ir.ops.common import broadcast_shapes, require_dtype, same_dtype
 from hetero.core.ir.types import FLOAT_DTYPES, NUMERIC_DTYPES, TensorType
-from hetero.errors import OpAttributeError
+from hetero.errors import OpAttributeError, ShapeError
 
 _BOOL = (np.dtype(bool),)
 _SIGNED = tuple(d for d in NUMERIC_DTYPES if d.kind != "u")
@@ -170,4 +170,154 @@ register(OpDef(
     "Where", ("condition", "X", "Y"), ("output",), _where_infer,
     lambda ins, attrs: [np.where(ins[0], ins[1], ins[2])],
     doc="X where condition else Y, broadcasting all three",
+))
+
+
+# -- trigonometric and hyperbolic functions, rounding, sign, float classes ------------------
+
+for _name, _fn in (("Sin", np.sin), ("Cos", np.cos), ("Tan", np.tan), ("Asin", np.arcsin),
+                   ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", np.sinh), ("Cosh", np.cosh),
+                   ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh)):
+    _unary(_name, _fn, doc=f"{_fn.__name__}(x), NaN outside its domain")
+_unary("Round", np.rint, doc="round to the nearest integer, halves to even")
+_unary("Sign", np.sign, NUMERIC_DTYPES, doc="-1, 0 or 1 by the sign of x (NaN stays NaN; -0 gives 0)")
+
+
+def _float_class(name: str, fn: Callable[..., np.ndarray], attrs: dict[str, Attr] | None,
+                 doc: str) -> None:
+    def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        require_dtype(ins[0], FLOAT_DTYPES, f"{name} input")
+        return [TensorType(ins[0].shape, np.dtype(bool))]
+
+    register(OpDef(name, ("X",), ("Y",), infer,
+                   lambda ins, attrs: [np.asarray(fn(ins[0], **attrs), dtype=bool)],
+                   attrs=attrs or {}, flops=no_flops, doc=doc))
+
+
+def _is_inf(x: np.ndarray, detect_positive: int, detect_negative: int) -> np.ndarray:
+    return ((x == np.inf) & bool(detect_positive)) | ((x == -np.inf) & bool(detect_negative))
+
+
+_float_class("IsNaN", np.isnan, None, "whether x is NaN")
+_float_class("IsInf", _is_inf,
+             {"detect_positive": Attr("int", 1, "whether +inf counts"),
+              "detect_negative": Attr("int", 1, "whether -inf counts")},
+             "whether x is an infinity (of the signs the attributes select)")
+
+
+def _mod_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    dtype = same_dtype(ins, "Mod inputs")
+    require_dtype(ins[0], NUMERIC_DTYPES, "Mod input")
+    if attrs["fmod"] not in (0, 1):
+        raise OpAttributeError(f"Mod fmod must be 0 or 1, got {attrs['fmod']}")
+    return [TensorType(broadcast_shapes(ins[0].shape, ins[1].shape), dtype)]
+
+
+def _mod(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    a, b = ins
+    with np.errstate(all="ignore"):  # a zero divisor gives NaN (floats) or 0 (integers)
+        out = np.fmod(a, b) if attrs["fmod"] else np.mod(a, b)
+    return [np.asarray(out).astype(a.dtype)]
+
+
+register(OpDef(
+    "Mod", ("A", "B"), ("C",), _mod_infer, _mod,
+    attrs={"fmod": Attr("int", 0, "0: the remainder of floored division (the sign of B), "
+                                  "1: C's fmod (the remainder of truncated division, the sign of A)")},
+    doc="a mod b, for integers and floats alike (ONNX Mod-28's semantics)",
+))
+
+
+# -- activations --------------------------------------------------------------------------------
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    # log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)).
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _shrink(x: np.ndarray, lambd: float, bias: float) -> np.ndarray:
+    v = x.astype(np.float64) if x.dtype.kind in "iu" else x
+    return np.where(v < -lambd, v + bias, np.where(v > lambd, v - bias, 0))
+
+
+_unary("Elu", lambda x, alpha: np.where(x < 0, alpha * np.expm1(x), x),
+       attrs={"alpha": Attr("float", 1.0, "scale of the negative part")},
+       doc="x if x >= 0 else alpha*(exp(x) - 1)")
+_unary("Selu", lambda x, alpha, gamma: np.where(x > 0, gamma * x, (alpha * gamma) * np.expm1(x)),
+       attrs={"alpha": Attr("float", 1.6732632423543772, "scale of the negative part"),
+              "gamma": Attr("float", 1.0507009873554805, "scale of the whole")},
+       doc="gamma*x if x > 0 else gamma*alpha*(exp(x) - 1)")
+_unary("Celu", lambda x, alpha: np.maximum(x, 0) + np.minimum(alpha * np.expm1(x / alpha), 0),
+       attrs={"alpha": Attr("float", 1.0, "the ELU's alpha, also dividing x")},
+       doc="max(0, x) + min(0, alpha*(exp(x/alpha) - 1))")
+_unary("Softplus", _softplus, doc="log(1 + exp(x))")
+_unary("Softsign", lambda x: x / (1 + np.abs(x)), doc="x / (1 + |x|)")
+_unary("Mish", lambda x: x * np.tanh(_softplus(x)), doc="x * tanh(softplus(x))")
+_unary("Swish", lambda x, alpha: x * (1 / (1 + np.exp(-(alpha * x)))),
+       attrs={"alpha": Attr("float", 1.0, "scale of x inside the sigmoid")},
+       doc="x * sigmoid(alpha*x)")
+_unary("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0),
+       attrs={"alpha": Attr("float", 1.0, "threshold")}, doc="x if x > alpha else 0")
+_unary("Shrink", _shrink, NUMERIC_DTYPES,
+       attrs={"lambd": Attr("float", 0.5, "half width of the zeroed band"),
+              "bias": Attr("float", 0.0, "moved toward zero outside the band")},
+       doc="x + bias if x < -lambd, x - bias if x > lambd, else 0 (integers in float64)")
+
+_PRELU_DTYPES = FLOAT_DTYPES + tuple(np.dtype(d) for d in ("int32", "int64", "uint32", "uint64"))
+
+
+def _prelu_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    same_dtype(ins, "PRelu's X and slope")
+    require_dtype(ins[0], _PRELU_DTYPES, "PRelu input")
+    x, slope = ins
+    if broadcast_shapes(x.shape, slope.shape) != tuple(x.shape):
+        raise ShapeError(f"PRelu slope of shape {list(slope.shape)} does not broadcast to "
+                         f"X's shape {list(x.shape)} (unidirectional broadcasting)")
+    return [x]
+
+
+register(OpDef(
+    "PRelu", ("X", "slope"), ("Y",), _prelu_infer,
+    lambda ins, attrs: [np.where(ins[0] < 0, ins[1] * ins[0], ins[0]).astype(ins[0].dtype)],
+    doc="x if x >= 0 else slope*x, slope broadcast to x's shape",
+))
+
+
+# -- booleans and bits ---------------------------------------------------------------------
+
+_INTS = tuple(d for d in NUMERIC_DTYPES if d.kind in "iu")
+_binary("Xor", np.logical_xor, _BOOL, doc="logical exclusive or")
+_binary("BitwiseAnd", np.bitwise_and, _INTS, doc="bitwise and")
+_binary("BitwiseOr", np.bitwise_or, _INTS, doc="bitwise or")
+_binary("BitwiseXor", np.bitwise_xor, _INTS, doc="bitwise exclusive or")
+_unary("BitwiseNot", np.invert, _INTS, doc="bitwise not")
+
+
+def _bit_shift(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, y = ins
+    bits = 8 * x.dtype.itemsize
+    y = y.astype(np.int64) if y.dtype != np.uint64 else y
+    valid = (y >= 0) & (y < bits)
+    amount = np.where(valid, y, 0).astype(x.dtype)
+    if attrs["direction"] == "LEFT":
+        out = np.where(valid, np.left_shift(x, amount), 0)
+    else:
+        fill = np.where(x < 0, -1, 0) if x.dtype.kind == "i" else 0
+        out = np.where(valid, np.right_shift(x, amount), fill)
+    return [np.asarray(out).astype(x.dtype)]
+
+
+def _bit_shift_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    if attrs["direction"] not in ("LEFT", "RIGHT"):
+        raise OpAttributeError(f"BitShift direction must be 'LEFT' or 'RIGHT', got {attrs['direction']!r}")
+    dtype = same_dtype(ins, "BitShift inputs")
+    require_dtype(ins[0], _INTS, "BitShift input")
+    return [TensorType(broadcast_shapes(ins[0].shape, ins[1].shape), dtype)]
+
+
+register(OpDef(
+    "BitShift", ("X", "Y"), ("Z",), _bit_shift_infer, _bit_shift,
+    attrs={"direction": Attr("str", doc="'LEFT' or 'RIGHT'")},
+    doc="x shifted by y bits (BitShift-28: a signed right shift fills with the sign; a shift "
+        "by a negative amount or by the bit width or more gives what the fill alone gives)",
 ))

@@ -32,12 +32,20 @@ BOOL = np.dtype("bool")
 #: Binary arithmetic: ``floordiv`` and ``mod`` round toward minus infinity (index
 #: maths); ``div`` is true division for floats and truncating division for integers;
 #: ``shr`` (integers only) is ``floor(a / 2**b)``, the arithmetic shift right, for any
-#: ``b >= 0``: a shift by the bit width or more gives 0, or -1 for a negative ``a``.
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow", "shr")
+#: ``b >= 0``: a shift by the bit width or more gives 0, or -1 for a negative ``a``;
+#: ``shl`` (integers only) is ``a * 2**b`` wrapped to the dtype, 0 for ``b`` of the bit
+#: width or more (a negative ``b`` reads as such an amount); ``bit_and``, ``bit_or``,
+#: ``bit_xor`` (integers only) act on the two's-complement bits.
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow", "shr",
+              "shl", "bit_and", "bit_or", "bit_xor")
+#: The binary ops defined on integers only.
+INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 #: Intrinsic functions every renderer provides.
-INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even")
+INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even",
+              "expm1", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+              "asinh", "acosh", "atanh")
 
 ExprLike = Union["Expr", int, float, bool]
 
@@ -198,8 +206,9 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
     x, y = _operands(a, b)
     if x.dtype != y.dtype:
         raise TypeError(f"{op} of {x.dtype} and {y.dtype}: cast one side first")
-    if op == "shr" and x.dtype.kind not in "iu":
-        raise TypeError(f"shr of {x.dtype}: shifts take integers")
+    if op in INT_ONLY_OPS and x.dtype.kind not in "iu":
+        kind = "shifts" if op in ("shr", "shl") else "bitwise ops"
+        raise TypeError(f"{op} of {x.dtype}: {kind} take integers")
     if x.dtype.kind in "iu":
         simplified = _fold_int(op, x, y)
         if simplified is not None:

@@ -22,6 +22,9 @@ from hetero.errors import InputError
 _INTRINSICS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
     "floor": np.floor, "ceil": np.ceil, "round_even": np.rint,
+    "expm1": np.expm1, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
     "erf": lambda x: type(x)(math.erf(float(x))),
 }
 
@@ -127,6 +130,13 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
             # Python's shift on the exact integers is floor(a / 2**b) for any b >= 0; a
             # negative amount reads as a huge unsigned one, as the renderers read it.
             r = int(a) >> (int(b) if b >= 0 else 1 << 16)
+        elif op == "shl":
+            # Python's exact shift, wrapped to the dtype below; 0 past the bit width.
+            r = (int(a) << int(b)) % (1 << 8 * dtype.itemsize) if 0 <= b < 8 * dtype.itemsize else 0
+            if dtype.kind == "i" and r >= 1 << (8 * dtype.itemsize - 1):
+                r -= 1 << 8 * dtype.itemsize
+        elif op in ("bit_and", "bit_or", "bit_xor"):
+            r = {"bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}[op](a, b)
         else:
             r = a ** b
     return dtype.type(r)
