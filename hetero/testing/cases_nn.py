@@ -295,3 +295,72 @@ def _arg_extreme(op: str, d: Draw, dtype: np.dtype) -> Spec:
     attrs = {"axis": d.integer(-len(s), len(s) - 1), "keepdims": d.pick((1, 0)),
              "select_last_index": d.pick((0, 1))}
     return Spec((Operand("x", with_nan(d, x)),), attrs, EXACT)
+
+
+@generates(("LogSoftmax",), FLOATS)
+def _log_softmax(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    x = uniform(d, shape(d, 1, 3, dim_hi=6), dtype, -4.0, 4.0)
+    axis = d.integer(-x.ndim, x.ndim - 1)
+    n = x.shape[axis]
+    # x - max - log(sum of n exps): the outputs are at most 8 + log(n) in magnitude.
+    return Spec((Operand("x", x),), {"axis": axis}, rounded(dtype, n + 8, 8.0 + math.log(n)))
+
+
+@generates(("Hardmax",), FLOATS)
+def _hardmax(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 3, dim_hi=5)
+    # Few distinct values, so ties (the first maximum wins) are common.
+    x = (integers(d, s, np.int64, -3, 3) * 0.5).astype(dtype)
+    return Spec((Operand("x", with_nan(d, x)),), {"axis": d.integer(-len(s), len(s) - 1)}, EXACT)
+
+
+def _spread_rows(d: Draw, rows: int, size: int) -> np.ndarray:
+    """``rows`` rows of ``size`` values spread over [-2, 2] around an offset: each row's
+    variance is well above 0."""
+    return np.array([d.rng.permutation(np.linspace(-2.0, 2.0, size)) + d.rng.uniform(-1, 1)
+                     + d.rng.uniform(-0.1, 0.1, size) for _ in range(rows)])
+
+
+@generates(("InstanceNormalization", "GroupNormalization"), FLOATS)
+def _instance_group_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    n, spatial = d.integer(1, 2), shape(d, 1, 2, dim_hi=4, dim_lo=2)
+    groups = d.integer(1, 3)
+    per_group = 1 if op == "InstanceNormalization" else d.integer(1, 2)
+    c = groups * per_group
+    size = per_group * math.prod(spatial)
+    # Rows are (n, group) pairs: channels of a group are contiguous in memory.
+    x = _spread_rows(d, n * groups, size).reshape((n, c) + spatial).astype(dtype)
+    params = (c,) if op == "InstanceNormalization" or d.pick((True, False)) else (groups,)
+    scale, bias = uniform(d, params, dtype, -2.0, 2.0), uniform(d, params, dtype)
+    attrs: dict[str, Any] = {"epsilon": d.pick((1e-5, 1e-3))}
+    if op == "GroupNormalization":
+        attrs["num_groups"] = groups
+    operands = (Operand("x", x), Operand("scale", scale, constant=d.pick((True, False))),
+                Operand("bias", bias, constant=d.pick((True, False))))
+    # As LayerNormalization: two sums of `size` terms, centred values at most 3/std.
+    tolerance = summed(dtype, 2 * size + 8, 3.0 * size * peak(scale) + peak(bias), ulps=8)
+    return Spec(operands, attrs, tolerance)
+
+
+@generates(("RMSNormalization",), FLOATS)
+def _rms_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 3, dim_hi=5)
+    axis = d.integer(-len(s), len(s) - 1)
+    normalized = s[axis:]
+    size = math.prod(normalized)
+    # Magnitudes in [0.5, 2]: the root mean square is at least 0.5, |x / rms| at most 4.
+    x = away_from_zero(d, s, dtype, 0.5, 2.0)
+    scale = uniform(d, normalized[d.integer(0, len(normalized) - 1):], dtype, -2.0, 2.0)
+    attrs = {"axis": axis, "epsilon": d.pick((1e-5, 1e-3))}
+    operands = (Operand("x", x), Operand("scale", scale, constant=d.pick((True, False))))
+    return Spec(operands, attrs, rounded(dtype, size + 8, 4.0 * peak(scale)))
+
+
+@generates(("LpNormalization",), FLOATS)
+def _lp_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    s = shape(d, 1, 3, dim_hi=5)
+    axis = d.integer(-len(s), len(s) - 1)
+    # Magnitudes in [0.25, 2]: no norm is near 0; the outputs are at most 1.
+    x = away_from_zero(d, s, dtype, 0.25, 2.0)
+    attrs = {"axis": axis, "p": d.pick((1, 2))}
+    return Spec((Operand("x", x),), attrs, rounded(dtype, s[axis] + 8, 1.0))

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.compute import Tensor, max_, reduce_axis, sum_
+from hetero.core.ir.tir.compute import Tensor, max_, min_, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
-    Expr, binary, call, cast, const, ge, logical_and, lt, maximum, minimum, select,
+    Expr, binary, call, cast, const, eq, ge, logical_and, logical_or, lt, maximum, minimum, ne,
+    select,
 )
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, broadcast_load, compute_nd
@@ -199,3 +200,183 @@ def lower_softmax(inputs: list[Tensor | None], attrs: dict[str, Any],
     total = compute_nd(row_shape, lambda idx: sum_(e[along(idx, r.var)], r), f"{names[0]}_sum")
     return [compute_nd(x.shape, lambda idx: cast(e[idx] / total[along(idx, _ZERO)], x.dtype),
                        names[0])]
+
+
+# -- LogSoftmax and Hardmax --------------------------------------------------------------
+
+
+def _along(idx: Indices, axis: int, i: Expr) -> Indices:
+    return tuple(idx[:axis]) + (i,) + tuple(idx[axis + 1:])
+
+
+@lowers("LogSoftmax")
+def lower_log_softmax(inputs: list[Tensor | None], attrs: dict[str, Any],
+                      out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """x - max - log(sum(exp(x - max))) along ``axis``: max, then log-sum stages, then subtract."""
+    x = inputs[0]
+    assert x is not None
+    acc, axis = accumulator_dtype(x.dtype), attrs["axis"]
+    if x.shape[axis] == 0:
+        return [compute_nd(x.shape, lambda idx: cast(x[idx], x.dtype), names[0])]
+    row_shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    r = reduce_axis(x.shape[axis], f"{names[0]}_r")
+    peak = compute_nd(row_shape, lambda idx: max_(cast(x[_along(idx, axis, r.var)], acc), r),
+                      f"{names[0]}_max")
+
+    def log_total(idx: Indices) -> Expr:
+        shifted = cast(x[_along(idx, axis, r.var)], acc) - peak[idx]
+        return call("log", sum_(call("exp", shifted), r))
+
+    total = compute_nd(row_shape, log_total, f"{names[0]}_logsum")
+
+    def element(idx: Indices) -> Expr:
+        row = _along(idx, axis, _ZERO)
+        return cast(cast(x[idx], acc) - peak[row] - total[row], x.dtype)
+
+    return [compute_nd(x.shape, element, names[0])]
+
+
+@lowers("Hardmax")
+def lower_hardmax(inputs: list[Tensor | None], attrs: dict[str, Any],
+                  out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """The row's maximum (NaN-propagating), the first index holding it (or a NaN), then
+    1 there and 0 elsewhere."""
+    x = inputs[0]
+    assert x is not None
+    axis = attrs["axis"]
+    size = x.shape[axis]
+    if size == 0:
+        return [compute_nd(x.shape, lambda idx: const(0, x.dtype), names[0], x.dtype)]
+    row_shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    r = reduce_axis(size, f"{names[0]}_r")
+    peak = compute_nd(row_shape, lambda idx: max_(x[_along(idx, axis, r.var)], r),
+                      f"{names[0]}_max")
+
+    def first(idx: Indices) -> Expr:
+        v = x[_along(idx, axis, r.var)]
+        hit = logical_or(eq(v, peak[idx]), ne(v, v))  # only a NaN differs from itself
+        return min_(select(hit, cast(r.var, "int64"), const(size, "int64")), r)
+
+    index = compute_nd(row_shape, first, f"{names[0]}_argmax", "int64")
+
+    def element(idx: Indices) -> Expr:
+        hit = eq(cast(idx[axis], "int64"), index[_along(idx, axis, _ZERO)])
+        return select(hit, const(1, x.dtype), const(0, x.dtype))
+
+    return [compute_nd(x.shape, element, names[0], x.dtype)]
+
+
+# -- instance, group, RMS and Lp normalisation -------------------------------------------
+
+
+def _moments(x: Tensor, row_shape: tuple[int, ...], source: Any, rs: list[Any], acc: np.dtype,
+             epsilon: float, name: str) -> tuple[Tensor, Tensor]:
+    """Two-pass mean and sqrt(variance + epsilon) of ``x`` at ``source(idx)`` over ``rs``."""
+    count = const(int(np.prod([r.extent for r in rs])), acc)
+    mean = compute_nd(row_shape, lambda idx: sum_(cast(x[source(idx)], acc), rs) / count,
+                      f"{name}_mean")
+
+    def deviation(idx: Indices) -> Expr:
+        centred = cast(x[source(idx)], acc) - mean[idx]
+        return call("sqrt", sum_(centred * centred, rs) / count + const(epsilon, acc))
+
+    return mean, compute_nd(row_shape, deviation, f"{name}_std")
+
+
+@lowers("InstanceNormalization")
+def lower_instance_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
+                        out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """Mean and deviation per (n, c) over the spatial axes (two passes), then normalise."""
+    x, scale, bias = inputs
+    assert x is not None and scale is not None and bias is not None
+    acc, rank = accumulator_dtype(x.dtype), len(x.shape)
+    rs = [reduce_axis(d, f"{names[0]}_r{k}") for k, d in enumerate(x.shape[2:])]
+    row_shape = x.shape[:2] + (1,) * (rank - 2)
+    mean, std = _moments(x, row_shape, lambda idx: tuple(idx[:2]) + tuple(r.var for r in rs),
+                         rs, acc, attrs["epsilon"], names[0])
+
+    def element(idx: Indices) -> Expr:
+        row, c = tuple(idx[:2]) + (_ZERO,) * (rank - 2), idx[1]
+        y = (cast(x[idx], acc) - mean[row]) / std[row] * cast(scale[c], acc)
+        return cast(y + cast(bias[c], acc), x.dtype)
+
+    return [compute_nd(x.shape, element, names[0])]
+
+
+@lowers("GroupNormalization")
+def lower_group_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
+                     out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """Mean and deviation per (n, group) over the group's channels and the spatial axes
+    (two passes), then normalise and apply the per-channel (or per-group) scale and bias."""
+    x, scale, bias = inputs
+    assert x is not None and scale is not None and bias is not None
+    acc, groups = accumulator_dtype(x.dtype), attrs["num_groups"]
+    per_group = x.shape[1] // groups
+    rc = reduce_axis(per_group, f"{names[0]}_rc")
+    rs = [reduce_axis(d, f"{names[0]}_r{k}") for k, d in enumerate(x.shape[2:])]
+
+    def source(idx: Indices) -> Indices:
+        return (idx[0], idx[1] * per_group + rc.var) + tuple(r.var for r in rs)
+
+    mean, std = _moments(x, (x.shape[0], groups), source, [rc, *rs], acc, attrs["epsilon"],
+                         names[0])
+
+    def param(t: Tensor, c: Expr, g: Expr) -> Expr:
+        return cast(t[g] if t.shape[0] != x.shape[1] else t[c], acc)
+
+    def element(idx: Indices) -> Expr:
+        c = idx[1]
+        g = binary("floordiv", c, const(per_group, "int64"))
+        y = (cast(x[idx], acc) - mean[idx[0], g]) / std[idx[0], g] * param(scale, c, g)
+        return cast(y + param(bias, c, g), x.dtype)
+
+    return [compute_nd(x.shape, element, names[0])]
+
+
+@lowers("RMSNormalization")
+def lower_rms_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
+                   out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """sqrt(mean(x**2) + epsilon) per row, then x / it * scale."""
+    x, scale = inputs
+    assert x is not None and scale is not None
+    acc, axis, rank = accumulator_dtype(x.dtype), attrs["axis"], len(x.shape)
+    count = const(int(np.prod(x.shape[axis:])), acc)
+    row_shape = x.shape[:axis] + (1,) * (rank - axis)
+    rs = [reduce_axis(d, f"{names[0]}_r{k}") for k, d in enumerate(x.shape[axis:])]
+
+    def rms(idx: Indices) -> Expr:
+        v = cast(x[tuple(idx[:axis]) + tuple(r.var for r in rs)], acc)
+        return call("sqrt", sum_(v * v, rs) / count + const(attrs["epsilon"], acc))
+
+    root = compute_nd(row_shape, rms, f"{names[0]}_rms")
+
+    def element(idx: Indices) -> Expr:
+        row = tuple(idx[:axis]) + (_ZERO,) * (rank - axis)
+        return cast(cast(x[idx], acc) / root[row] * cast(broadcast_load(scale, idx), acc), x.dtype)
+
+    return [compute_nd(x.shape, element, names[0])]
+
+
+@lowers("LpNormalization")
+def lower_lp_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
+                  out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """The norm along ``axis`` as its own stage, then x / norm (0 where the norm is 0)."""
+    x = inputs[0]
+    assert x is not None
+    acc, axis = accumulator_dtype(x.dtype), attrs["axis"]
+    row_shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    r = reduce_axis(x.shape[axis], f"{names[0]}_r")
+
+    def norm(idx: Indices) -> Expr:
+        v = call("abs", cast(x[_along(idx, axis, r.var)], acc))
+        if attrs["p"] == 1:
+            return sum_(v, r)
+        return call("sqrt", sum_(v * v, r))
+
+    total = compute_nd(row_shape, norm, f"{names[0]}_norm")
+
+    def element(idx: Indices) -> Expr:
+        n = total[_along(idx, axis, _ZERO)]
+        return cast(select(eq(n, const(0, acc)), const(0, acc), cast(x[idx], acc) / n), x.dtype)
+
+    return [compute_nd(x.shape, element, names[0])]

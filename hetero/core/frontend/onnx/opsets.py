@@ -47,6 +47,7 @@ def upgrade(source: Source, version: int) -> None:
     """Bring a model below opset 13 up to 13 in place (``source.model`` is replaced)."""
     if version >= UPGRADE_TO:
         return
+    flatten_old_hardmax(source.model)
     try:
         source.model = version_converter.convert_version(source.model, UPGRADE_TO)
     except Exception as exc:  # the converter raises bare RuntimeErrors from C++
@@ -55,3 +56,40 @@ def upgrade(source: Source, version: int) -> None:
             f"{version} to {UPGRADE_TO} ({reason(exc)}); re-export the model at opset {UPGRADE_TO} "
             "or newer"
         ) from None
+
+
+def flatten_old_hardmax(model: onnx.ModelProto) -> None:
+    """Rewrite each Hardmax of opset < 13 as Flatten, Hardmax over the last axis, Reshape back.
+
+    Below 13 Hardmax works on the input flattened to 2-D at ``axis`` (default 1); onnx's
+    version converter keeps the node as it is, which would read it with opset 13's
+    single-axis meaning (it does flatten Softmax and LogSoftmax).
+    """
+    taken = {v for n in model.graph.node for v in (*n.input, *n.output)}
+    taken |= {v.name for v in (*model.graph.input, *model.graph.initializer)}
+
+    def fresh(base: str) -> str:
+        name, k = base, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "Hardmax" or node.domain not in DEFAULT_DOMAINS:
+            nodes.append(node)
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        x, y = node.input[0], node.output[0]
+        shape, flat, hard = fresh(f"{y}/shape"), fresh(f"{y}/flat"), fresh(f"{y}/hardmax")
+        nodes += [
+            onnx.helper.make_node("Shape", [x], [shape], name=fresh(f"{node.name}/shape")),
+            onnx.helper.make_node("Flatten", [x], [flat], name=fresh(f"{node.name}/flatten"),
+                                  axis=axis),
+            onnx.helper.make_node("Hardmax", [flat], [hard], name=node.name, axis=1),
+            onnx.helper.make_node("Reshape", [hard, shape], [y], name=fresh(f"{node.name}/reshape")),
+        ]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)

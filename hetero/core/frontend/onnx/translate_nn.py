@@ -170,3 +170,39 @@ def arg_extreme(ctx: NodeContext) -> None:
     attrs = {"axis": ctx.attr("axis", 0), "keepdims": ctx.attr("keepdims", 1),
              "select_last_index": ctx.attr("select_last_index", 0)}
     ctx.emit(ctx.op_type, [ctx.input(0)], attrs)
+
+
+@translates("LogSoftmax", "Hardmax")
+def log_softmax_hardmax(ctx: NodeContext) -> None:
+    """LogSoftmax and Hardmax with opset-13 semantics: models below 13 were flattened to them
+    on import (onnx's converter for LogSoftmax, :mod:`.opsets` for Hardmax)."""
+    ctx.emit(ctx.op_type, [ctx.input(0)], {"axis": ctx.attr("axis", -1)})
+
+
+@translates("InstanceNormalization")
+def instance_norm(ctx: NodeContext) -> None:
+    ctx.emit("InstanceNormalization", [ctx.input(0), ctx.input(1), ctx.input(2)],
+             merge_attrs(ctx, ["epsilon"]))
+
+
+@translates("GroupNormalization")
+def group_norm(ctx: NodeContext) -> None:
+    """GroupNormalization: its scale and bias are per group at opset 18, per channel at 21;
+    the canonical op takes either. stash_type is moot: hetero normalises in float32 or wider."""
+    attrs = {"num_groups": ctx.attr("num_groups"), "epsilon": ctx.attr("epsilon", 1e-5)}
+    ctx.emit("GroupNormalization", [ctx.input(0), ctx.input(1), ctx.input(2)], attrs)
+
+
+@translates("RMSNormalization")
+def rms_norm(ctx: NodeContext) -> None:
+    """RMSNormalization (opset 23); stash_type is moot: hetero normalises in float32 or wider."""
+    attrs = {"axis": ctx.attr("axis", -1), "epsilon": ctx.attr("epsilon", 1e-5)}
+    ctx.emit("RMSNormalization", [ctx.input(0), ctx.input(1)], attrs)
+
+
+@translates("LpNormalization")
+def lp_norm(ctx: NodeContext) -> None:
+    p = ctx.attr("p", 2)
+    if p not in (1, 2):
+        raise ctx.unsupported(f"p={p}; ONNX defines LpNormalization for p 1 and 2 only")
+    ctx.emit("LpNormalization", [ctx.input(0)], {"axis": ctx.attr("axis", -1), "p": p})

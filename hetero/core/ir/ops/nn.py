@@ -21,7 +21,7 @@ from hetero.core.ir.ops.common import (
     same_dtype,
 )
 from hetero.core.ir.types import FLOAT_DTYPES, TensorType
-from hetero.errors import ShapeError
+from hetero.errors import OpAttributeError, ShapeError
 
 _ACC = np.float64
 _MATMUL_DTYPES = FLOAT_DTYPES + tuple(np.dtype(d) for d in ("int32", "int64", "uint32", "uint64"))
@@ -259,4 +259,192 @@ register(OpDef(
     flops=lambda ins, outs, attrs: 5 * outs[0].size,
     complete=_complete_axis,
     doc="exp(x) / sum(exp(x)) along one axis (opset-13 semantics)",
+))
+
+
+# -- LogSoftmax and Hardmax --------------------------------------------------------------
+
+
+def _log_softmax_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, axis = ins[0].astype(_ACC), attrs["axis"]
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return [(shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(ins[0].dtype)]
+
+
+def _float_like_input(op: str) -> Any:
+    def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        require_float(ins[0], f"{op} input")
+        return [ins[0]]
+
+    return infer
+
+
+register(OpDef(
+    "LogSoftmax", ("input",), ("output",), _float_like_input("LogSoftmax"),
+    _log_softmax_reference,
+    attrs={"axis": Attr("int", -1, "the axis normalised over")},
+    # Per element: max, subtract, exp, sum, subtract; a log per row.
+    flops=lambda ins, outs, attrs: 5 * outs[0].size,
+    complete=_complete_axis,
+    doc="x - max - log(sum(exp(x - max))) along one axis (opset-13 semantics; older "
+        "models are flattened to them on import)",
+))
+
+
+def _hardmax_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, axis = ins[0], attrs["axis"]
+    if x.size == 0:
+        return [np.zeros_like(x)]
+    # np.argmax takes the first maximum, and a NaN as the maximum (onnx's reference).
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    positions = np.arange(x.shape[axis]).reshape([-1 if a == axis else 1 for a in range(x.ndim)])
+    return [(positions == first).astype(x.dtype)]
+
+
+register(OpDef(
+    "Hardmax", ("input",), ("output",), _float_like_input("Hardmax"), _hardmax_reference,
+    attrs={"axis": Attr("int", -1, "the axis searched")},
+    flops=lambda ins, outs, attrs: outs[0].size,
+    complete=_complete_axis,
+    doc="1 at the first maximum along one axis (a NaN counting as the maximum), 0 elsewhere "
+        "(opset-13 semantics; older models are flattened to them on import)",
+))
+
+
+# -- instance, group, RMS and Lp normalisation -------------------------------------------
+
+
+def _normalise(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + epsilon) over ``axes``, in float64."""
+    centred = x - x.mean(axis=axes, keepdims=True)
+    return centred / np.sqrt(np.square(centred).mean(axis=axes, keepdims=True) + epsilon)
+
+
+def _instance_norm_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x = ins[0]
+    require_spatial(x, "InstanceNormalization")
+    require_float(x, "InstanceNormalization input")
+    same_dtype(ins, "InstanceNormalization's input, scale and B")
+    for name, t in zip(("scale", "B"), ins[1:]):
+        if t.shape != (x.shape[1],):
+            raise ShapeError(f"InstanceNormalization {name} must have shape [{x.shape[1]}] (C), "
+                             f"got {t}")
+    return [x]
+
+
+def _instance_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x = ins[0]
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    scale, bias = (p.astype(_ACC).reshape(shape) for p in ins[1:])
+    y = _normalise(x.astype(_ACC), tuple(range(2, x.ndim)), attrs["epsilon"]) * scale + bias
+    return [y.astype(x.dtype)]
+
+
+register(OpDef(
+    "InstanceNormalization", ("input", "scale", "B"), ("output",), _instance_norm_infer,
+    _instance_norm_reference,
+    attrs={"epsilon": Attr("float", 1e-5, "added to the variance")},
+    flops=lambda ins, outs, attrs: 7 * outs[0].size,
+    doc="(x - mean) / sqrt(var + epsilon) * scale[c] + B[c], mean and var over the "
+        "spatial axes of each (n, c)",
+))
+
+
+def _group_norm_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x = ins[0]
+    if x.rank < 2:
+        raise ShapeError(f"GroupNormalization input X must be (N, C, ...), got {x}")
+    require_float(x, "GroupNormalization input X")
+    same_dtype(ins, "GroupNormalization's X, scale and bias")
+    groups, channels = attrs["num_groups"], x.shape[1]
+    if groups < 1 or channels % groups:
+        raise ShapeError(f"GroupNormalization num_groups {groups} must divide the {channels} "
+                         f"channels of X {x}")
+    for name, t in zip(("scale", "bias"), ins[1:]):
+        if t.shape not in ((channels,), (groups,)):
+            raise ShapeError(f"GroupNormalization {name} must have shape [{channels}] (C, "
+                             f"opset 21) or [{groups}] (num_groups, opset 18), got {t}")
+    return [x]
+
+
+def _group_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, groups = ins[0], attrs["num_groups"]
+    n, c = x.shape[:2]
+    grouped = x.astype(_ACC).reshape(n, groups, -1)
+    y = _normalise(grouped, (2,), attrs["epsilon"]).reshape(x.shape)
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    # A per-group parameter (opset 18) applies to each channel of its group.
+    scale, bias = (np.repeat(p.astype(_ACC), c // p.shape[0]).reshape(shape) for p in ins[1:])
+    return [(y * scale + bias).astype(x.dtype)]
+
+
+register(OpDef(
+    "GroupNormalization", ("X", "scale", "bias"), ("Y",), _group_norm_infer,
+    _group_norm_reference,
+    attrs={"epsilon": Attr("float", 1e-5, "added to the variance"),
+           "num_groups": Attr("int", doc="groups the channels are split into; divides C")},
+    flops=lambda ins, outs, attrs: 7 * outs[0].size,
+    doc="(x - mean) / sqrt(var + epsilon) over each group of C / num_groups channels (and "
+        "the spatial axes), then scale and bias per channel ([C], opset 21) or per group "
+        "([num_groups], opset 18)",
+))
+
+
+def _rms_norm_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, scale = ins
+    require_float(x, "RMSNormalization input X")
+    same_dtype(ins, "RMSNormalization's X and scale")
+    normalized = x.shape[attrs["axis"]:]
+    if not _broadcasts_to(scale.shape, normalized):
+        raise ShapeError(f"RMSNormalization scale {scale} does not broadcast to the normalised "
+                         f"shape {list(normalized)} (X {x}, axis {attrs['axis']})")
+    return [x]
+
+
+def _rms_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, scale = ins
+    x64 = x.astype(_ACC)
+    axes = tuple(range(attrs["axis"], x.ndim))
+    rms = np.sqrt(np.square(x64).mean(axis=axes, keepdims=True) + attrs["epsilon"])
+    return [(x64 / rms * scale.astype(_ACC)).astype(x.dtype)]
+
+
+register(OpDef(
+    "RMSNormalization", ("X", "scale"), ("Y",), _rms_norm_infer, _rms_norm_reference,
+    attrs={"axis": Attr("int", -1, "first normalised axis; normalises over [axis, rank)"),
+           "epsilon": Attr("float", 1e-5, "added to the mean square")},
+    flops=lambda ins, outs, attrs: 4 * outs[0].size,
+    complete=_complete_axis,
+    doc="x / sqrt(mean(x**2) + epsilon) * scale over axes [axis, rank)",
+))
+
+
+def _lp_norm_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    require_float(ins[0], "LpNormalization input")
+    if attrs["p"] not in (1, 2):
+        raise OpAttributeError(f"LpNormalization p must be 1 or 2, got {attrs['p']}")
+    return [ins[0]]
+
+
+def _lp_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x = ins[0]
+    x64 = np.abs(x.astype(_ACC))
+    axis = attrs["axis"]
+    if attrs["p"] == 1:
+        norm = x64.sum(axis=axis, keepdims=True)
+    else:
+        norm = np.sqrt(np.square(x64).sum(axis=axis, keepdims=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # A zero norm gives zeros, as onnxruntime and onnx's reference do.
+        y = np.where(norm == 0, 0.0, x / norm)
+    return [y.astype(x.dtype)]
+
+
+register(OpDef(
+    "LpNormalization", ("input",), ("output",), _lp_norm_infer, _lp_norm_reference,
+    attrs={"axis": Attr("int", -1, "the axis normalised over"),
+           "p": Attr("int", 2, "the norm's order: 1 (sum of |x|) or 2 (Euclidean)")},
+    flops=lambda ins, outs, attrs: 3 * outs[0].size,
+    complete=_complete_axis,
+    doc="x / ||x||_p along one axis, p 1 or 2; 0 where the norm is 0",
 ))
