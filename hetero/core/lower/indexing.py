@@ -47,6 +47,9 @@ def _all(conds: Sequence[Expr]) -> Expr:
     return result
 
 
+_COMBINERS = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+
+
 def _identity(reduction: str, dtype: np.dtype) -> Any:
     if reduction == "add":
         return 0
@@ -87,7 +90,7 @@ def _scatter(data: Tensor, updates: Tensor, reduction: str, shape: tuple[int, ..
         source = select(match(p), update_at(p, [a.var for a in axes]), identity)
         # The accumulator starts at data[p] and takes the updates in order: the
         # reference's serial loop, one rounding per update.
-        return Reduce(reduction.replace("add", "sum"), source, tuple(axes), data[p], dtype)
+        return Reduce(_COMBINERS[reduction], source, tuple(axes), data[p], dtype)
 
     return compute_nd(shape, element, name, dtype)
 
