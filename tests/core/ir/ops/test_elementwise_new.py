@@ -9,13 +9,15 @@ import numpy as np
 from onnx.reference import ReferenceEvaluator
 import pytest
 
+from hetero.core.frontend import load_onnx
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import OpAttributeError, ShapeError
-from oracle import node_model, run_node
+from oracle import node_model, run_model, run_node
 
 RNG = np.random.default_rng(11)
-X = np.concatenate([RNG.uniform(-4, 4, 20), [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, np.nan]]).astype(np.float32)
+X = np.concatenate([RNG.uniform(-4, 4, 20),
+                    [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, np.nan]]).astype(np.float32)
 UNIT = np.linspace(-0.95, 0.95, 17).astype(np.float32)
 ABOVE_ONE = np.linspace(1.0, 9.0, 9).astype(np.float32)
 
@@ -167,3 +169,36 @@ def test_bitshift_needs_a_direction_it_knows() -> None:
     inputs = {"x": np.array([1], np.uint8), "y": np.array([1], np.uint8)}
     with pytest.raises(OpAttributeError, match="direction"):
         run_hetero("BitShift", inputs, direction="UP")
+
+
+XS = RNG.uniform(-3, 3, (2, 3)).astype(np.float32)
+U8 = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+# Each op at its oldest opset hetero imports (older ones are upgraded to 13 first).
+OLD_OPSETS: list[tuple[str, int, dict[str, np.ndarray], dict[str, Any]]] = [
+    ("Sin", 7, {"x": XS}, {}), ("Sinh", 9, {"x": XS}, {}), ("Sign", 9, {"x": XS}, {}),
+    ("IsNaN", 9, {"x": XS}, {}), ("IsInf", 10, {"x": XS}, {"detect_negative": 0}),
+    ("Round", 11, {"x": XS}, {}),
+    ("Mod", 10, {"a": np.array([-7, 5], np.int32), "b": np.array([3, -2], np.int32)}, {}),
+    ("Mod", 10, {"a": XS, "b": XS[::-1] + 5}, {"fmod": 1}),
+    ("PRelu", 7, {"x": XS, "slope": np.array([0.1, 0.2, 0.3], np.float32)}, {}),
+    ("Elu", 7, {"x": XS}, {"alpha": 0.5}), ("Selu", 7, {"x": XS}, {}), ("Celu", 12, {"x": XS}, {}),
+    ("Softplus", 7, {"x": XS}, {}), ("Softsign", 7, {"x": XS}, {}),
+    ("ThresholdedRelu", 10, {"x": XS}, {}), ("Shrink", 9, {"x": XS}, {"lambd": 1.0, "bias": 0.5}),
+    ("Mish", 18, {"x": XS}, {}), ("Swish", 24, {"x": XS}, {"alpha": 0.5}),
+    ("Xor", 7, {"a": XS > 0, "b": np.array([True, False, True])}, {}),
+    ("BitShift", 11, {"x": U8, "y": np.array([1, 2, 3], np.uint8)}, {"direction": "LEFT"}),
+    ("BitwiseAnd", 18, {"a": U8, "b": U8[:, ::-1].copy()}, {}),
+    ("Mean", 7, {"a": XS, "b": XS * 2}, {}),
+    ("Mean", 8, {"a": XS, "b": XS[:1] * 2, "c": XS[:, :1]}, {}),
+    ("Mean", 13, {"a": XS}, {}),
+]
+
+
+@pytest.mark.parametrize(("op", "opset", "inputs", "attrs"), OLD_OPSETS,
+                         ids=[f"{op}-{opset}" for op, opset, *_ in OLD_OPSETS])
+def test_onnx_import_at_each_opset_matches_onnxruntime(op: str, opset: int, inputs: dict[str, np.ndarray],
+                                                       attrs: dict[str, Any]) -> None:
+    model = node_model(op, inputs, opset=opset, **attrs)
+    graph = load_onnx(model)
+    got = run_reference(graph, inputs)[graph.outputs[0].name]
+    np.testing.assert_allclose(got, run_model(model, inputs)[0], rtol=1e-6, atol=1e-6)
