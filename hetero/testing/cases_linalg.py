@@ -1,22 +1,30 @@
-"""Case generators of the selection and linear-algebra ops: TopK (and ConvTranspose).
+"""Case generators of the selection and linear-algebra ops: TopK and ConvTranspose.
 
 TopK's cases draw rows with repeated values, so the tie rule (the lower index first)
 is always exercised, and NaN among the floats as an edge (NaN ranks above every
-number). Selection only moves values, so its cases are exact.
+number). Selection only moves values, so its cases are exact. ConvTranspose's cover
+1-, 2- and 3-D, strides, dilations, output_padding, pads (negative ones extending the
+output too), groups and bias, within the bound on a sum of its terms.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from hetero.testing.cases_base import (
     EXACT,
+    FLOATS,
     NUMERIC,
     Draw,
     Operand,
     Spec,
     generates,
+    peak,
     shape,
+    summed,
+    uniform,
     with_nan,
 )
 
@@ -31,3 +39,30 @@ def _topk(op: str, d: Draw, dtype: np.dtype) -> Spec:
     x = (d.rng.integers(lo, lo + 8, s) / (2 if dtype.kind == "f" else 1)).astype(dtype)
     return Spec((Operand("x", with_nan(d, x)),),
                 {"k": k, "axis": axis, "largest": d.pick((1, 0))}, EXACT)
+
+
+@generates(("ConvTranspose",), FLOATS)
+def _conv_transpose(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    n = d.pick((2, 1, 3))
+    kernel = tuple(d.integer(1, 3 if n < 3 else 2) for _ in range(n))
+    strides = tuple(d.integer(1, 3) for _ in range(n))
+    dilations = tuple(d.pick((1, 1, 2)) for _ in range(n))
+    output_padding = tuple(d.integer(0, s - 1) for s in strides)
+    spatial = tuple(d.integer(1, 4 if n < 3 else 2) for _ in range(n))
+    begins, ends = [], []
+    for i in range(n):
+        natural = (strides[i] * (spatial[i] - 1) + output_padding[i]
+                   + dilations[i] * (kernel[i] - 1) + 1)
+        begins.append(d.integer(-1, min(2, natural - 1)))
+        ends.append(d.integer(-1, min(2, natural - 1 - begins[-1])))
+    group = d.pick((1, 1, 2))
+    per_in, per_out = d.integer(1, 3), d.integer(1, 2)
+    x = uniform(d, (d.integer(1, 2), per_in * group) + spatial, dtype)
+    w = uniform(d, (per_in * group, per_out) + kernel, dtype)
+    b = uniform(d, (per_out * group,), dtype) if d.pick((True, False)) else None
+    terms = per_in * math.prod(kernel)
+    operands = (Operand("x", x), Operand("w", w, constant=True),
+                None if b is None else Operand("b", b, constant=True))
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations,
+             "pads": tuple(begins + ends), "output_padding": output_padding, "group": group}
+    return Spec(operands, attrs, summed(dtype, terms + 1, terms * peak(x) * peak(w) + peak(b)))

@@ -5,5 +5,6 @@ from hetero.core.lower import elementwise, quant, reduce, tensor  # noqa: F401
 from hetero.core.lower import conv_pool, nn, qint  # noqa: F401
 from hetero.core.lower import indexing  # noqa: F401
 from hetero.core.lower import topk  # noqa: F401
+from hetero.core.lower import conv_transpose  # noqa: F401
 
 __all__ = ["is_lowerable", "lower_group", "lower_node", "lowers"]

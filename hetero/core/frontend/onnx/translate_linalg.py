@@ -8,6 +8,7 @@ run on the MatMul kernels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import math
 from typing import Any
 
@@ -223,3 +224,60 @@ def einsum(ctx: NodeContext) -> None:
         later = {x for u in terms[i + 1:] for x in u.labels} | set(output)
         result = plan.contract(result, t, later)
     plan.emit(plan.transpose(plan.sum_out(result, set(result.labels) - set(output)), output))
+
+
+# -- ConvTranspose -----------------------------------------------------------------------
+
+
+def _transpose_pads(ctx: NodeContext, spatial: Sequence[int], kernel: Sequence[int],
+                    strides: Sequence[int], dilations: Sequence[int],
+                    output_padding: Sequence[int]) -> list[int]:
+    """Explicit pads (all begins, then all ends) from pads, output_shape or auto_pad.
+
+    An ``output_shape`` (or SAME's ``input * stride``) sets the total padding; ONNX's
+    formula splits it, the odd one at the end for SAME_UPPER and at the beginning
+    otherwise. Where that total is negative (the output reaches past the natural one)
+    onnx's reference and onnxruntime place the extra outputs differently; hetero takes
+    the one case they agree on (-1 outside SAME_UPPER: one more output at the end) and
+    refuses the others rather than pick a side.
+    """
+    mode = ctx.attr("auto_pad", "NOTSET")
+    n = len(spatial)
+    if mode not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ctx.unsupported(
+            f"auto_pad {mode!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    wanted = ctx.attr("output_shape")
+    if wanted is None and mode in ("SAME_UPPER", "SAME_LOWER"):
+        wanted = [size * s for size, s in zip(spatial, strides)]
+    if wanted is None:
+        return [0] * 2 * n if mode == "VALID" else ctx.attr("pads", [0] * 2 * n)
+    if len(wanted) != n:
+        raise ShapeError(f"{ctx.label}: output_shape {wanted} must have {n} spatial entries")
+    begins, ends = [], []
+    for i in range(n):
+        natural = (strides[i] * (spatial[i] - 1) + output_padding[i]
+                   + dilations[i] * (kernel[i] - 1) + 1)
+        total = natural - wanted[i]
+        if total < 0 and not (total == -1 and mode != "SAME_UPPER"):
+            raise ctx.unsupported(
+                f"its output ({wanted[i]} on spatial axis {i}) reaches {-total} past the natural "
+                f"{natural}, where onnx's reference and onnxruntime disagree on the layout; "
+                "give explicit pads (negative ones extend the output) instead")
+        begin = total // 2 if mode == "SAME_UPPER" else total - total // 2
+        begins.append(begin)
+        ends.append(total - begin)
+    return begins + ends
+
+
+@translates("ConvTranspose")
+def conv_transpose(ctx: NodeContext) -> None:
+    x, w = ctx.input(0), ctx.input(1)
+    n = x.type.rank - 2
+    kernel = ctx.attr("kernel_shape", list(w.shape[2:]))
+    strides = ctx.attr("strides", [1] * n)
+    dilations = ctx.attr("dilations", [1] * n)
+    output_padding = ctx.attr("output_padding", [0] * n)
+    pads = _transpose_pads(ctx, x.shape[2:], kernel, strides, dilations, output_padding)
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
+             "output_padding": output_padding, "group": ctx.attr("group", 1)}
+    ctx.emit("ConvTranspose", [x, w, ctx.optional_input(2)], attrs)

@@ -7,3 +7,4 @@ Each op is defined once, with :func:`hetero.core.ir.opdef.register`; see
 from hetero.core.ir.ops import conv_pool, elementwise, nn, qint, quant, reduce, tensor  # noqa: F401
 from hetero.core.ir.ops import indexing  # noqa: F401
 from hetero.core.ir.ops import topk  # noqa: F401
+from hetero.core.ir.ops import conv_transpose  # noqa: F401
