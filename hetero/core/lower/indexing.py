@@ -62,26 +62,29 @@ def _identity(reduction: str, dtype: np.dtype) -> Any:
     return int(info.min if low else info.max)
 
 
-def _scatter(data: Tensor, updates: Tensor, reduction: str, shape: tuple[int, ...],
-             axes: list[IterVar], match: Any, update_at: Any, name: str) -> Tensor:
+def _scatter(data: Tensor, reduction: str, axes: list[IterVar], keyed: int, match: Any,
+             update_at: Any, name: str) -> Tensor:
     """The scatter written as a gather: output element p scans ``axes`` (the updates, in
     the reference's order); ``match(p)`` says whether the update at the scan position
-    lands on p and ``update_at(p, position)`` where it is read."""
-    dtype = data.dtype
+    lands on p, and depends on p's first ``keyed`` coordinates only; ``update_at(p,
+    position)`` reads the update."""
+    dtype, shape = data.dtype, data.shape
     if reduction == "none":
-        # The position of the last update that lands on p (-1: none does), then its value.
+        # The position of the last update that lands on p (-1: none does), found once
+        # for each of the keyed coordinates (a whole slice for ScatterND), then its value.
         flat: Expr = as_expr(0)
         for a in axes:
             flat = flat * a.extent + a.var
-        last = compute_nd(shape, lambda p: max_(select(match(p), flat, -1), axes), f"{name}_last")
+        last = compute_nd(shape[:keyed], lambda p: max_(select(match(p), flat, -1), axes), f"{name}_last")
 
         def pick(p: Indices) -> Expr:
-            k = maximum(last[p], 0)
+            found = last[p[:keyed]]
+            k = maximum(found, 0)
             position: list[Expr] = []
             for a in reversed(axes):
                 position.insert(0, k % a.extent)
                 k = k // a.extent
-            return select(ge(last[p], 0), update_at(p, position), data[p])
+            return select(ge(found, 0), update_at(p, position), data[p])
 
         return compute_nd(shape, pick, name, dtype)
 
@@ -131,7 +134,7 @@ def lower_scatter_elements(inputs: list[Tensor | None], attrs: dict[str, Any],
     def update_at(p: Indices, position: list[Expr]) -> Expr:
         return updates[at(p, position)]
 
-    return [_scatter(data, updates, attrs["reduction"], data.shape, [r], match, update_at, names[0])]
+    return [_scatter(data, attrs["reduction"], [r], len(data.shape), match, update_at, names[0])]
 
 
 @lowers("GatherND")
@@ -167,7 +170,7 @@ def lower_scatter_nd(inputs: list[Tensor | None], attrs: dict[str, Any],
     def update_at(p: Indices, position: list[Expr]) -> Expr:
         return updates[tuple(position) + p[q:]]
 
-    return [_scatter(data, updates, attrs["reduction"], data.shape, axes, match, update_at, names[0])]
+    return [_scatter(data, attrs["reduction"], axes, q, match, update_at, names[0])]
 
 
 @lowers("Tile")
