@@ -364,3 +364,20 @@ def _lp_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
     x = away_from_zero(d, s, dtype, 0.25, 2.0)
     attrs = {"axis": axis, "p": d.pick((1, 2))}
     return Spec((Operand("x", x),), attrs, rounded(dtype, s[axis] + 8, 1.0))
+
+
+@generates(("LpPool", "GlobalLpPool"), FLOATS)
+def _lp_pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    p = d.pick((1, 2, 3))
+    if op == "GlobalLpPool":
+        x = uniform(d, (d.integer(1, 2), d.integer(1, 3)) + shape(d, 1, 3, dim_hi=5), dtype)
+        attrs: dict[str, Any] = {"p": p}
+        terms = math.prod(x.shape[2:])
+    else:
+        attrs, spatial = window(d, pool=True)
+        attrs.update(ceil_mode=d.pick((0, 1)), p=p)
+        x = uniform(d, (d.integer(1, 2), d.integer(1, 3)) + spatial, dtype)
+        terms = math.prod(attrs["kernel_shape"])
+    # A sum of positive terms, each a few roundings: relative to itself, and the root
+    # keeps it relative.
+    return Spec((Operand("x", with_nan(d, x)),), attrs, rounded(dtype, terms + 8))

@@ -19,7 +19,7 @@ import numpy as np
 
 from hetero.core.ir.tir.compute import IterVar, Tensor, max_, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
-    Expr, cast, const, ge, logical_and, lt, maximum, minimum, select,
+    Expr, binary, call, cast, const, ge, logical_and, lt, maximum, minimum, select,
 )
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
@@ -177,3 +177,54 @@ def lower_global_max_pool(inputs: list[Tensor | None], attrs: dict[str, Any],
 
     out = out_types[0].shape
     return [compute_nd(out, element, names[0])]
+
+
+def _lp_term(v: Expr, p: int) -> Expr:
+    """``|v| ** p``, by multiplication for the common orders."""
+    a = call("abs", v)
+    if p == 1:
+        return a
+    if p == 2:
+        return v * v
+    return binary("pow", a, const(float(p), v.dtype))
+
+
+def _lp_root(total: Expr, p: int) -> Expr:
+    if p == 1:
+        return total
+    if p == 2:
+        return call("sqrt", total)
+    return binary("pow", total, const(1.0 / p, total.dtype))
+
+
+@lowers("LpPool")
+def lower_lp_pool(inputs: list[Tensor | None], attrs: dict[str, Any],
+                  out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """(sum of |x| ** p over each window) ** (1 / p); padding reads as 0."""
+    x = inputs[0]
+    assert x is not None
+    out, p = out_types[0].shape, attrs["p"]
+    acc = accumulator_dtype(x.dtype)
+    taps = _taps(attrs["kernel_shape"], names[0])
+
+    def element(idx: Indices) -> Expr:
+        batch, c, o = idx[0], idx[1], idx[2:]
+        v = cast(_window_read(x, batch, c, o, taps, attrs, out[2:], 0), acc)
+        return cast(_lp_root(sum_(_lp_term(v, p), taps), p), x.dtype)
+
+    return [compute_nd(out, element, names[0])]
+
+
+@lowers("GlobalLpPool")
+def lower_global_lp_pool(inputs: list[Tensor | None], attrs: dict[str, Any],
+                         out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """(sum of |x| ** p over all spatial axes) ** (1 / p)."""
+    x = inputs[0]
+    assert x is not None
+    acc, taps, p = accumulator_dtype(x.dtype), _global_taps(x, names[0]), attrs["p"]
+
+    def element(idx: Indices) -> Expr:
+        v = cast(x[idx[:2] + tuple(t.var for t in taps)], acc)
+        return cast(_lp_root(sum_(_lp_term(v, p), taps), p), x.dtype)
+
+    return [compute_nd(out_types[0].shape, element, names[0])]

@@ -206,3 +206,18 @@ def lp_norm(ctx: NodeContext) -> None:
     if p not in (1, 2):
         raise ctx.unsupported(f"p={p}; ONNX defines LpNormalization for p 1 and 2 only")
     ctx.emit("LpNormalization", [ctx.input(0)], {"axis": ctx.attr("axis", -1), "p": p})
+
+
+@translates("LpPool")
+def lp_pool(ctx: NodeContext) -> None:
+    """LpPool; dilations and ceil_mode arrive with opset 18 (their defaults before)."""
+    x = ctx.input(0)
+    attrs = _window_attrs(ctx, x, ctx.attr("kernel_shape"))
+    attrs["ceil_mode"] = ctx.attr("ceil_mode", 0)
+    attrs["p"] = ctx.attr("p", 2)
+    ctx.emit("LpPool", [x], attrs)
+
+
+@translates("GlobalLpPool")
+def global_lp_pool(ctx: NodeContext) -> None:
+    ctx.emit("GlobalLpPool", [ctx.input(0)], {"p": ctx.attr("p", 2)})

@@ -25,7 +25,7 @@ from hetero.core.ir.ops.common import (
     same_dtype,
 )
 from hetero.core.ir.types import FLOAT_DTYPES, TensorType
-from hetero.errors import ShapeError
+from hetero.errors import OpAttributeError, ShapeError
 
 _ACC = np.float64
 _MAXPOOL_DTYPES = FLOAT_DTYPES + (np.dtype("int8"), np.dtype("uint8"))
@@ -277,3 +277,61 @@ def _global_pool(name: str, reduce: Callable[..., np.ndarray], doc: str) -> None
 
 _global_pool("GlobalAveragePool", np.mean, "mean over all spatial axes: (N, C, 1, ..., 1)")
 _global_pool("GlobalMaxPool", np.max, "maximum over all spatial axes: (N, C, 1, ..., 1)")
+
+
+# -- Lp pooling ------------------------------------------------------------------------
+
+
+def _lp(total: np.ndarray, p: int) -> np.ndarray:
+    """``total ** (1 / p)`` of a sum of ``|x| ** p``."""
+    return total if p == 1 else np.sqrt(total) if p == 2 else np.power(total, 1.0 / p)
+
+
+def _check_p(op: str, attrs: dict[str, Any]) -> None:
+    if attrs["p"] < 1:
+        raise OpAttributeError(f"{op} p must be >= 1, got {attrs['p']}")
+
+
+def _lp_pool_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    _check_p("LpPool", attrs)
+    return _pool_infer(FLOAT_DTYPES, "LpPool")(ins, attrs)
+
+
+def _lp_pool_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, p = ins[0], attrs["p"]
+    out = _window_out_dims(TensorType.of(x), attrs, attrs["ceil_mode"])
+    powered = np.power(np.abs(x.astype(_ACC)), p)
+    total = _windows(powered, attrs["pads"], attrs, out, 0).sum(axis=_kernel_axes(len(out)))
+    return [_lp(total, p).astype(x.dtype)]
+
+
+register(OpDef(
+    "LpPool", ("X",), ("Y",), _lp_pool_infer, _lp_pool_reference,
+    attrs={**_POOL_ATTRS, "p": Attr("int", 2, "the norm's order, >= 1")},
+    flops=lambda ins, outs, attrs: 2 * _pool_flops(ins, outs, attrs) + outs[0].size,
+    complete=_pool_complete,
+    doc="the p-norm of each window, (sum of |x| ** p) ** (1 / p); padding adds 0",
+))
+
+
+def _global_lp_pool_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x = ins[0]
+    n = require_spatial(x, "GlobalLpPool")
+    require_float(x, "GlobalLpPool input X")
+    _check_p("GlobalLpPool", attrs)
+    return [TensorType(x.shape[:2] + (1,) * n, x.dtype)]
+
+
+def _global_lp_pool_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, p = ins[0], attrs["p"]
+    powered = np.power(np.abs(x.astype(_ACC)), p)
+    total = powered.sum(axis=tuple(range(2, x.ndim)), keepdims=True)
+    return [_lp(total, p).astype(x.dtype)]
+
+
+register(OpDef(
+    "GlobalLpPool", ("X",), ("Y",), _global_lp_pool_infer, _global_lp_pool_reference,
+    attrs={"p": Attr("int", 2, "the norm's order, >= 1")},
+    flops=lambda ins, outs, attrs: 2 * ins[0].size,
+    doc="the p-norm over all spatial axes: (N, C, 1, ..., 1)",
+))
