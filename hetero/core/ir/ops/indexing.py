@@ -43,14 +43,24 @@ def _reduction(attrs: dict[str, Any], op: str) -> str:
     return attrs["reduction"]
 
 
-def _combine(reduction: str, old: Any, new: Any) -> Any:
+_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter_into(out: np.ndarray, targets: tuple[np.ndarray, ...], updates: np.ndarray,
+                  reduction: str) -> np.ndarray:
+    """``out`` with ``updates[k]`` combined into ``out[targets[0][k], targets[1][k], ...]``
+    (each target array 1-D, non-negative; the updates may carry trailing slice dims) one
+    k after another: duplicates combine in order (``ufunc.at`` is unbuffered), and with
+    reduction "none" the last one wins, as in onnx's reference."""
     if reduction == "none":
-        return new
-    if reduction == "add":
-        return old + new
-    if reduction == "mul":
-        return old * new
-    return np.maximum(old, new) if reduction == "max" else np.minimum(old, new)
+        linear = np.ravel_multi_index(targets, out.shape[:len(targets)])
+        _, from_end = np.unique(linear[::-1], return_index=True)
+        last = linear.size - 1 - from_end
+        out[tuple(t[last] for t in targets)] = updates[last]
+    else:
+        with np.errstate(over="ignore"):  # integers wrap, as the backends' do
+            _UFUNCS[reduction].at(out, targets, updates)
+    return out
 
 
 def _axis_complete(what: str) -> Any:
@@ -123,15 +133,9 @@ def _scatter_elements_reference(ins: list[np.ndarray], attrs: dict[str, Any]) ->
     data, indices, updates = ins
     axis, reduction = attrs["axis"], attrs["reduction"]
     _check("ScatterElements", indices, axis, data.shape[axis])
-    out = np.array(data)
     positions = _positions(_wrap(indices, data.shape[axis]), axis)
-    # One update at a time, in row-major order of the indices: duplicates combine in that
-    # order, and with reduction "none" the last one wins, as in onnx's reference.
-    with np.errstate(over="ignore"):  # integers wrap, as the backends' do
-        for k in np.ndindex(indices.shape):
-            target = tuple(int(p[k]) for p in positions)
-            out[target] = _combine(reduction, out[target], updates[k])
-    return [out]
+    targets = tuple(p.reshape(-1) for p in positions)  # row-major order of the indices
+    return [_scatter_into(np.array(data), targets, updates.reshape(-1), reduction)]
 
 
 register(OpDef(
@@ -181,10 +185,9 @@ def _gather_nd_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[n
     batch = math.prod(data.shape[:b])
     flat_data = data.reshape((batch,) + data.shape[b:])
     flat_idx = wrapped.reshape(batch, -1, q)
-    rows = [[flat_data[n][tuple(flat_idx[n, k])] for k in range(flat_idx.shape[1])]
-            for n in range(batch)]
-    out_shape = indices.shape[:-1] + data.shape[b + q:]
-    return [np.array(rows, dtype=data.dtype).reshape(out_shape)]
+    entry = np.broadcast_to(np.arange(batch)[:, None], flat_idx.shape[:2])
+    picked = flat_data[(entry,) + tuple(flat_idx[..., j] for j in range(q))]
+    return [np.array(picked.reshape(indices.shape[:-1] + data.shape[b + q:]))]
 
 
 register(OpDef(
@@ -222,13 +225,10 @@ def _scatter_nd_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[
     reduction, q = attrs["reduction"], indices.shape[-1]
     sizes = tuple(data.shape[:q])
     _check("ScatterND", indices, 0, sizes)
-    wrapped = _wrap(indices, sizes)
-    out = np.array(data)
-    with np.errstate(over="ignore"):  # integers wrap, as the backends' do
-        for k in np.ndindex(indices.shape[:-1]):
-            target = tuple(int(v) for v in wrapped[k])
-            out[target] = _combine(reduction, out[target], updates[k])
-    return [out]
+    wrapped = _wrap(indices, sizes).reshape(-1, q)
+    targets = tuple(wrapped[:, j] for j in range(q))
+    slices = updates.reshape((wrapped.shape[0],) + data.shape[q:])
+    return [_scatter_into(np.array(data), targets, slices, reduction)]
 
 
 register(OpDef(
