@@ -281,3 +281,63 @@ def conv_transpose(ctx: NodeContext) -> None:
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
              "output_padding": output_padding, "group": ctx.attr("group", 1)}
     ctx.emit("ConvTranspose", [x, w, ctx.optional_input(2)], attrs)
+
+
+# -- integer products --------------------------------------------------------------------
+
+_INT32, _FLOAT64 = np.dtype("int32"), np.dtype("float64")
+#: The largest |(x - x_zero) * (w - w_zero)| of 8-bit operands.
+_LARGEST_TERM = 255 * 255
+
+
+def _centred(ctx: NodeContext, value: Value, zero: Value | None, dtype: np.dtype,
+             trailing: int | None, what: str) -> Value:
+    """``value - zero`` in ``dtype``. A 1-D zero point of several entries runs along the
+    axis ``trailing`` from the end (A's rows: 2, B's columns: 1, W's output channels: its
+    rank); None allows only a scalar."""
+    centred = ctx.add("Cast", [value], {"to": dtype}, f"{what}_wide")
+    if zero is None:
+        return centred
+    if zero.type.rank > 1 or (zero.type.size > 1 and trailing is None):
+        raise ctx.unsupported(f"its {what} zero point {zero.type} must be a scalar"
+                              + ("" if trailing is None else " or 1-D"))
+    zero = ctx.add("Cast", [zero], {"to": dtype}, f"{what}_zero_wide")
+    if zero.type.size > 1 and trailing is not None and trailing > 1:
+        shape = [zero.type.size] + [1] * (trailing - 1)
+        zero = ctx.add("Reshape", [zero], {"shape": shape}, f"{what}_zero_axis")
+    return ctx.add("Sub", [centred, zero], {}, f"{what}_centred")
+
+
+@translates("MatMulInteger")
+def matmul_integer(ctx: NodeContext) -> None:
+    """(A - a_zero) @ (B - b_zero) in int32, which wraps as onnxruntime's int32 sums do.
+    A's zero point may be per row, B's per column."""
+    a, b = ctx.input(0), ctx.input(1)
+    a = _centred(ctx, a, ctx.optional_input(2), _INT32, 2 if a.type.rank > 1 else None, "a")
+    b = _centred(ctx, b, ctx.optional_input(3), _INT32, 1 if b.type.rank > 1 else None, "b")
+    ctx.emit("MatMul", [a, b])
+
+
+@translates("ConvInteger")
+def conv_integer(ctx: NodeContext) -> None:
+    """(x - x_zero) convolved with (w - w_zero) into int32: a float64 Conv, exact since
+    every partial sum is an integer below 2**31 (the node is refused where one could
+    exceed int32, where onnxruntime would wrap); w's zero point may be per output channel."""
+    from hetero.core.frontend.onnx.translate_nn import explicit_pads
+
+    x, w = ctx.input(0), ctx.input(1)
+    n = x.type.rank - 2
+    group = ctx.attr("group", 1)
+    kernel = ctx.attr("kernel_shape", list(w.shape[2:]))
+    terms = (x.shape[1] // max(group, 1)) * math.prod(kernel)
+    if terms * _LARGEST_TERM >= 2**31:
+        raise ctx.unsupported(f"its sums of {terms} products could pass int32, where onnxruntime "
+                              "wraps around and hetero's exact sums would not")
+    strides = ctx.attr("strides", [1] * n)
+    dilations = ctx.attr("dilations", [1] * n)
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "group": group,
+             "pads": explicit_pads(ctx, x.shape[2:], kernel, strides, dilations)}
+    xc = _centred(ctx, x, ctx.optional_input(2), _FLOAT64, None, "x")
+    wc = _centred(ctx, w, ctx.optional_input(3), _FLOAT64, w.type.rank, "w")
+    y = ctx.add("Conv", [xc, wc], attrs, "conv")
+    ctx.emit("Cast", [y], {"to": _INT32})
