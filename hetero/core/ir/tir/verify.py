@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hetero.core.ir.tir.buffer import SCOPES, Buffer
-from hetero.core.ir.tir.expr import BINARY_OPS, INTRINSICS, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
+from hetero.core.ir.tir.expr import BINARY_OPS, INT_ONLY_OPS, INTRINSICS, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
 from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.errors import VerificationError
@@ -52,8 +52,8 @@ def _check_expr(e: Expr, buffers: set[Buffer], loop_vars: set[Var], found: list[
                 found.append(f"unknown binary op {sub.op}")
             if not sub.a.dtype == sub.b.dtype == sub.dtype:
                 found.append(f"{sub.op} mixes {sub.a.dtype} and {sub.b.dtype}")
-            if sub.op == "shr" and sub.dtype.kind not in "iu":
-                found.append(f"shr of {sub.dtype}: shifts take integers")
+            if sub.op in INT_ONLY_OPS and sub.dtype.kind not in "iu":
+                found.append(f"{sub.op} of {sub.dtype}: shifts and bitwise ops take integers")
         elif isinstance(sub, (Compare, Logical)) and sub.a.dtype != sub.b.dtype:
             found.append(f"{sub.op} compares {sub.a.dtype} with {sub.b.dtype}")
         elif isinstance(sub, Select) and not (sub.a.dtype == sub.b.dtype == sub.dtype):

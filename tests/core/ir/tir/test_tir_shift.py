@@ -19,8 +19,10 @@ def test_floats_are_refused_by_the_builder_and_the_verifier() -> None:
     with pytest.raises(TypeError, match="shifts take integers"):
         shift_right(const(1.0, "float32"), const(1.0, "float32"))
     a = placeholder((2,), "float32", "A")
-    y = compute((2,), lambda i: Binary("shr", a[i], a[i], a.dtype), "Y")
-    assert any("shifts take integers" in p for p in func_problems(lower("f", [a], [y])))
+    for op in ("shr", "shl", "bit_and", "bit_or", "bit_xor"):
+        y = compute((2,), lambda i, op=op: Binary(op, a[i], a[i], a.dtype), "Y")
+        assert any(f"{op} of float32: shifts and bitwise ops take integers" in p
+                   for p in func_problems(lower("f", [a], [y])))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int64", "uint16"])
