@@ -48,6 +48,8 @@ def upgrade(source: Source, version: int) -> None:
     if version >= UPGRADE_TO:
         return
     flatten_old_hardmax(source.model)
+    old_resizes = {n.output[0] for n in source.model.graph.node
+                   if n.op_type in ("Upsample", "Resize") and n.domain in DEFAULT_DOMAINS}
     try:
         source.model = version_converter.convert_version(source.model, UPGRADE_TO)
     except Exception as exc:  # the converter raises bare RuntimeErrors from C++
@@ -56,6 +58,26 @@ def upgrade(source: Source, version: int) -> None:
             f"{version} to {UPGRADE_TO} ({reason(exc)}); re-export the model at opset {UPGRADE_TO} "
             "or newer"
         ) from None
+    if version < 11:
+        pin_old_resize(source.model, old_resizes)
+
+
+def pin_old_resize(model: onnx.ModelProto, outputs: set[str]) -> None:
+    """Give the Resize nodes computing ``outputs`` (Upsample's and Resize-10's, upgraded)
+    their old meaning: asymmetric coordinates, and nearest rounding by onnxruntime's
+    rule for them (``simple``: ceil on a shrinking axis, floor on a growing one).
+
+    onnx's version converter turns them into Resize-13 nodes without these attributes,
+    which would read them with Resize-11's half_pixel default.
+    """
+    for node in model.graph.node:
+        if node.op_type == "Resize" and node.output[0] in outputs:
+            kept = [a for a in node.attribute
+                    if a.name not in ("coordinate_transformation_mode", "nearest_mode")]
+            del node.attribute[:]
+            node.attribute.extend(kept + [
+                onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
+                onnx.helper.make_attribute("nearest_mode", "simple")])
 
 
 def flatten_old_hardmax(model: onnx.ModelProto) -> None:

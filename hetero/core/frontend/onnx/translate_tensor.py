@@ -191,3 +191,108 @@ def pad(ctx: NodeContext) -> None:
     if fill is not None:
         attrs["value"] = fill
     ctx.emit("Pad", [data], attrs)
+
+
+def _optional_static(ctx: NodeContext, i: int, what: str) -> np.ndarray | None:
+    """A constant operand that ONNX may also leave out as an empty tensor."""
+    array = ctx.static(i, what)
+    return None if array is None or array.size == 0 else np.asarray(array)
+
+
+def _resize_shape(ctx: NodeContext, axes: list[int], sizes: np.ndarray | None,
+                  scales: np.ndarray | None) -> tuple[list[int], list[float]]:
+    """The output shape and the per-axis scales of the coordinate transform, as onnx's
+    reference derives them (sizes win; keep_aspect_ratio_policy scales them)."""
+    shape = list(ctx.input(0).shape)
+    rank = len(shape)
+    given = sizes if sizes is not None else scales
+    if given is None:
+        raise ShapeError(f"{ctx.label}: Resize needs scales or sizes")
+    if given.size != len(axes):
+        raise ShapeError(f"{ctx.label}: {'sizes' if sizes is not None else 'scales'} "
+                         f"{given.tolist()} must hold one entry per resized axis ({len(axes)})")
+    if sizes is None:
+        factors = [1.0] * rank
+        for a, s in zip(axes, scales.tolist()):
+            factors[a] = float(s)
+        return [int(f * d) for f, d in zip(factors, shape)], factors
+    out = list(shape)
+    for a, s in zip(axes, sizes.tolist()):
+        out[a] = int(s)
+    if any(shape[a] == 0 for a in axes):
+        raise ShapeError(f"{ctx.label}: cannot resize {ctx.input(0).type} to sizes: an axis is empty")
+    factors = [o / d if d else 1.0 for o, d in zip(out, shape)]
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if policy == "stretch":
+        return out, factors
+    if policy not in ("not_larger", "not_smaller"):
+        raise ShapeError(f"{ctx.label}: keep_aspect_ratio_policy {policy!r} is not one of "
+                         "stretch, not_larger, not_smaller")
+    pick = min if policy == "not_larger" else max
+    scale = pick(factors[a] for a in axes)
+    factors = [scale if a in axes else 1.0 for a in range(rank)]
+    return [int(scale * shape[a] + 0.5) if a in axes else shape[a] for a in range(rank)], factors
+
+
+@translates("Resize")
+def resize(ctx: NodeContext) -> None:
+    """Resize with explicit output sizes and per-axis scales (roi, scales and sizes
+    must be constant; opset 18's axes and keep_aspect_ratio_policy are resolved here).
+
+    Models before opset 13 arrive upgraded; :func:`.opsets.upgrade` spells out
+    Resize-10's asymmetric coordinates and nearest rule before onnx's converter would
+    lose them.
+    """
+    x = ctx.input(0)
+    rank = x.type.rank
+    mode = ctx.attr("mode", "nearest")
+    if ctx.attr("antialias", 0) and mode != "nearest":
+        raise ctx.unsupported(f"Resize {mode} with antialias=1 is not supported yet; export "
+                              "with antialias=0")
+    axes = ctx.attr("axes")
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        if any(not -rank <= a < rank for a in axes):
+            raise ShapeError(f"{ctx.label}: axes {axes} are out of range for {x.type}")
+        axes = [a % rank for a in axes]
+    scales = _optional_static(ctx, 2, "scales")
+    sizes = _optional_static(ctx, 3, "sizes") if ctx.has_input(3) else None
+    out, factors = _resize_shape(ctx, axes, sizes, scales)
+    check_elements(out, f"{ctx.label}: the output", ctx.model.max_elements)
+    transform = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    attrs = {"sizes": out, "scales": factors, "mode": mode,
+             "coordinate_transformation_mode": transform,
+             "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor"),
+             "cubic_coeff_a": ctx.attr("cubic_coeff_a", -0.75),
+             "exclude_outside": ctx.attr("exclude_outside", 0),
+             "extrapolation_value": ctx.attr("extrapolation_value", 0.0)}
+    if transform == "tf_crop_and_resize":
+        roi = _optional_static(ctx, 1, "roi")
+        if roi is None or roi.size != 2 * len(axes):
+            raise ShapeError(f"{ctx.label}: tf_crop_and_resize needs a roi of 2 x {len(axes)} "
+                             f"entries, got {None if roi is None else roi.tolist()}")
+        full = [0.0] * rank + [1.0] * rank
+        for k, a in enumerate(axes):
+            full[a], full[rank + a] = float(roi[k]), float(roi[len(axes) + k])
+        attrs["roi"], attrs["roi_dtype"] = full, roi.dtype
+    ctx.emit("Resize", [x], attrs)
+
+
+@translates("Upsample")
+def upsample(ctx: NodeContext) -> None:
+    """Upsample (opsets 7 to 9): Resize with asymmetric coordinates, nearest flooring."""
+    x = ctx.input(0)
+    scales = np.asarray(ctx.attr("scales")) if ctx.has_attr("scales") else ctx.static(1, "scales")
+    shape = list(x.shape)
+    factors = [float(s) for s in np.asarray(scales).ravel()]
+    if len(factors) != len(shape) or any(f < 1 for f in factors):
+        raise ShapeError(f"{ctx.label}: Upsample scales {factors} must hold one entry >= 1 per "
+                         f"axis of {x.type}")
+    out = [int(f * d) for f, d in zip(factors, shape)]
+    check_elements(out, f"{ctx.label}: the output", ctx.model.max_elements)
+    mode = ctx.attr("mode", "nearest")
+    ctx.emit("Resize", [x], {"sizes": out, "scales": factors,
+                             "mode": "linear" if mode in ("linear", "bilinear") else mode,
+                             "coordinate_transformation_mode": "asymmetric",
+                             "nearest_mode": "floor"})

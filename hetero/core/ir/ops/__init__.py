@@ -8,3 +8,4 @@ from hetero.core.ir.ops import conv_pool, elementwise, nn, qint, quant, reduce, 
 from hetero.core.ir.ops import indexing  # noqa: F401
 from hetero.core.ir.ops import topk  # noqa: F401
 from hetero.core.ir.ops import conv_transpose  # noqa: F401
+from hetero.core.ir.ops import resize  # noqa: F401
