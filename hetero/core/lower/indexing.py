@@ -1,101 +1,81 @@
 """Lowering the indexing ops (meanings: :mod:`hetero.core.ir.ops.indexing`).
 
 Gathers, tiles, triangles and block rearrangements map each output element to one
-input element. Scatters are written from the output's side, as gathers: element p
-of the output scans the updates that could land on it (ScatterElements: those along
-the indexed axis at p's other coordinates; ScatterND: every index tuple) in the
-reference's order. With a reduction that scan is a reduction whose accumulator
-starts at ``data[p]`` and takes each matching update in turn, so duplicates combine
-exactly as the reference's serial loop combines them; with ``reduction="none"`` a
-first stage finds the last matching update (a ``max`` over its position) and a
-second reads it. CumSum is a sum over the axis with the terms outside the prefix
-masked out, accumulated in :func:`accumulator_dtype`.
+input element. Scatters and CumSum are serial by nature, so each is a stage written
+as statements (:func:`hetero.core.ir.tir.compute.extern`): a scatter copies ``data``
+and then applies the updates one after another in the reference's order (so repeated
+targets combine, or the last one wins, exactly as there), in time linear in the data
+and the updates; CumSum walks its axis once per row, carrying the running sums in
+:func:`accumulator_dtype`.
 
 Every index read from a tensor is wrapped (negative counts from the end) and clamped
-into range, so no load leaves its buffer; indices out of range are an error checked
+into range, so no access leaves its buffer; indices out of range are an error checked
 outside the kernel (the ops' ``index_bounds``), as for Gather.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from hetero.core.ir.tir.compute import IterVar, Reduce, Tensor, max_, reduce_axis, sum_
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.compute import Tensor, extern
 from hetero.core.ir.tir.expr import (
-    INDEX, Expr, as_expr, cast, const, eq, ge, gt, le, logical_and, lt, maximum, minimum, select,
+    INDEX, Expr, Var, cast, const, eq, ge, le, lt, maximum, minimum, select,
 )
+from hetero.core.ir.tir.stmt import Allocate, For, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
 from hetero.core.lower.reduce import accumulator_dtype
 from hetero.core.lower.registry import lowers
 
 
-def _index(t: Tensor, at: Sequence[Expr | int], dim: int) -> Expr:
-    """``t[at]`` as an index into an axis of ``dim``: wrapped if negative, clamped into range."""
-    j = cast(t[tuple(at)], INDEX)
+def _wrapped(j: Expr, dim: int) -> Expr:
+    """Index ``j`` into an axis of ``dim``: wrapped if negative, clamped into range."""
+    j = cast(j, INDEX)
     j = select(lt(j, 0), j + dim, j)
     return minimum(maximum(j, 0), dim - 1)
 
 
-def _all(conds: Sequence[Expr]) -> Expr:
-    result: Expr = as_expr(True)
-    for c in conds:
-        result = logical_and(result, c)
-    return result
+def _index(t: Tensor, at: Sequence[Expr | int], dim: int) -> Expr:
+    return _wrapped(t[tuple(at)], dim)
 
 
-_COMBINERS = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+def _nest(shape: Sequence[int], prefix: str, body: Callable[[Indices], Stmt]) -> Stmt:
+    """``body(i)`` inside serial loops over ``shape``, the variables named ``prefix0, ...``."""
+    idx = tuple(Var(f"{prefix}{k}") for k in range(len(shape)))
+    stmt = body(idx)
+    for var, extent in reversed(list(zip(idx, shape))):
+        stmt = For(var, extent, stmt)
+    return stmt
 
 
-def _identity(reduction: str, dtype: np.dtype) -> Any:
-    if reduction == "add":
-        return 0
-    if reduction == "mul":
-        return 1
-    low = reduction == "max"
-    if dtype.kind == "f":
-        return -np.inf if low else np.inf
-    info = np.iinfo(dtype)
-    return int(info.min if low else info.max)
-
-
-def _scatter(data: Tensor, reduction: str, axes: list[IterVar], keyed: int, match: Any,
-             update_at: Any, name: str) -> Tensor:
-    """The scatter written as a gather: output element p scans ``axes`` (the updates, in
-    the reference's order); ``match(p)`` says whether the update at the scan position
-    lands on p, and depends on p's first ``keyed`` coordinates only; ``update_at(p,
-    position)`` reads the update."""
-    dtype, shape = data.dtype, data.shape
+def _combined(reduction: str, old: Expr, new: Expr) -> Expr:
     if reduction == "none":
-        # The position of the last update that lands on p (-1: none does), found once
-        # for each of the keyed coordinates (a whole slice for ScatterND), then its value.
-        flat: Expr = as_expr(0)
-        for a in axes:
-            flat = flat * a.extent + a.var
-        last = compute_nd(shape[:keyed], lambda p: max_(select(match(p), flat, -1), axes), f"{name}_last")
+        return new
+    if reduction == "add":
+        return old + new
+    if reduction == "mul":
+        return old * new
+    return maximum(old, new) if reduction == "max" else minimum(old, new)
 
-        def pick(p: Indices) -> Expr:
-            found = last[p[:keyed]]
-            k = maximum(found, 0)
-            position: list[Expr] = []
-            for a in reversed(axes):
-                position.insert(0, k % a.extent)
-                k = k // a.extent
-            return select(ge(found, 0), update_at(p, position), data[p])
 
-        return compute_nd(shape, pick, name, dtype)
+def _scatter(data: Tensor, inputs: Sequence[Tensor], reduction: str, updates_shape: tuple[int, ...],
+             target: Callable[[Indices], tuple[Expr, ...]], read: Callable[[Indices], Expr],
+             name: str) -> Tensor:
+    """A copy of ``data``, then for each update position u (row-major): the element at
+    ``target(u)`` combined with ``read(u)``."""
 
-    def element(p: Indices) -> Expr:
-        identity = const(_identity(reduction, dtype), dtype)
-        source = select(match(p), update_at(p, [a.var for a in axes]), identity)
-        # The accumulator starts at data[p] and takes the updates in order: the
-        # reference's serial loop, one rounding per update.
-        return Reduce(_COMBINERS[reduction], source, tuple(axes), data[p], dtype)
+    def build(out: Buffer) -> Stmt:
+        copy = _nest(data.shape, f"{name}_c", lambda p: Store(out, p, data.buffer[p]))
 
-    return compute_nd(shape, element, name, dtype)
+        def update(u: Indices) -> Stmt:
+            at = target(u)
+            return Store(out, at, _combined(reduction, out[at], read(u)))
+
+        return seq(copy, _nest(updates_shape, f"{name}_u", update))
+
+    return extern(data.shape, data.dtype, name, inputs, build)
 
 
 @lowers("GatherElements")
@@ -115,26 +95,16 @@ def lower_gather_elements(inputs: list[Tensor | None], attrs: dict[str, Any],
 @lowers("ScatterElements")
 def lower_scatter_elements(inputs: list[Tensor | None], attrs: dict[str, Any],
                            out_types: list[TensorType], names: list[str]) -> list[Tensor]:
-    """Output element p scans the updates along ``axis`` at p's other coordinates."""
+    """Update position u writes data's element at u with the index on ``axis``."""
     data, indices, updates = inputs
     assert data is not None and indices is not None and updates is not None
     axis, dim = attrs["axis"], data.shape[attrs["axis"]]
-    r = reduce_axis(indices.shape[axis], f"{names[0]}_r")
 
-    def at(p: Indices, position: list[Expr]) -> tuple[Expr, ...]:
-        # Coordinates past the indices' extent never match; clamped, their loads stay inside.
-        return tuple(position[0] if k == axis else minimum(v, indices.shape[k] - 1)
-                     for k, v in enumerate(p))
+    def target(u: Indices) -> tuple[Expr, ...]:
+        return u[:axis] + (_wrapped(indices.buffer[u], dim),) + u[axis + 1:]
 
-    def match(p: Indices) -> Expr:
-        inside = [lt(v, indices.shape[k]) for k, v in enumerate(p)
-                  if k != axis and indices.shape[k] < data.shape[k]]
-        return _all(inside + [eq(_index(indices, at(p, [r.var]), dim), p[axis])])
-
-    def update_at(p: Indices, position: list[Expr]) -> Expr:
-        return updates[at(p, position)]
-
-    return [_scatter(data, attrs["reduction"], [r], len(data.shape), match, update_at, names[0])]
+    return [_scatter(data, (data, indices, updates), attrs["reduction"], indices.shape, target,
+                     lambda u: updates.buffer[u], names[0])]
 
 
 @lowers("GatherND")
@@ -157,20 +127,17 @@ def lower_gather_nd(inputs: list[Tensor | None], attrs: dict[str, Any],
 @lowers("ScatterND")
 def lower_scatter_nd(inputs: list[Tensor | None], attrs: dict[str, Any],
                      out_types: list[TensorType], names: list[str]) -> list[Tensor]:
-    """Output element p scans every index tuple; one equal to p's leading q coordinates lands."""
+    """Update position (k, s) writes data's element at (the index tuple at k, s)."""
     data, indices, updates = inputs
     assert data is not None and indices is not None and updates is not None
-    q, lead = indices.shape[-1], indices.shape[:-1]
-    axes = [reduce_axis(n, f"{names[0]}_r{k}") for k, n in enumerate(lead)]
+    q, lead = indices.shape[-1], len(indices.shape) - 1
 
-    def match(p: Indices) -> Expr:
-        k = tuple(a.var for a in axes)
-        return _all([eq(_index(indices, k + (j,), data.shape[j]), p[j]) for j in range(q)])
+    def target(u: Indices) -> tuple[Expr, ...]:
+        k = u[:lead]
+        return tuple(_wrapped(indices.buffer[k + (j,)], data.shape[j]) for j in range(q)) + u[lead:]
 
-    def update_at(p: Indices, position: list[Expr]) -> Expr:
-        return updates[tuple(position) + p[q:]]
-
-    return [_scatter(data, attrs["reduction"], axes, q, match, update_at, names[0])]
+    return [_scatter(data, (data, indices, updates), attrs["reduction"], updates.shape, target,
+                     lambda u: updates.buffer[u], names[0])]
 
 
 @lowers("Tile")
@@ -281,19 +248,30 @@ def lower_reverse_sequence(inputs: list[Tensor | None], attrs: dict[str, Any],
 @lowers("CumSum")
 def lower_cumsum(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
                  names: list[str]) -> list[Tensor]:
-    """A sum over the axis of the terms in the (exclusive, reversed) prefix."""
+    """Each row along the axis walked once (backwards when ``reverse``), the running sums
+    of the trailing positions kept in an accumulator row."""
     x = inputs[0]
     assert x is not None
-    axis, n = attrs["axis"], x.shape[attrs["axis"]]
-    acc = accumulator_dtype(x.dtype)
-    r = reduce_axis(n, f"{names[0]}_r")
-    before = gt if attrs["reverse"] else lt
-    inclusive = ge if attrs["reverse"] else le
+    axis, n, name = attrs["axis"], x.shape[attrs["axis"]], names[0]
+    pre, post = x.shape[:axis], x.shape[axis + 1:] or (1,)
+    trailing = len(x.shape) - axis - 1
+    acc_dtype = accumulator_dtype(x.dtype)
+    t = Var(f"{name}_t")
+    step = (n - 1 - t) if attrs["reverse"] else t
 
-    def element(i: Indices) -> Expr:
-        keep = (before if attrs["exclusive"] else inclusive)(r.var, i[axis])
-        term = cast(x[i[:axis] + (r.var,) + i[axis + 1:]], acc)
-        return cast(sum_(select(keep, term, const(0, acc)), r), x.dtype)
+    def build(out: Buffer) -> Stmt:
+        def row(p: Indices) -> Stmt:
+            acc = Buffer(f"{name}_acc", post, acc_dtype, "local")
 
-    return [compute_nd(x.shape, element, names[0], x.dtype)]
+            def add(s: Indices) -> Stmt:
+                at = p + (step,) + s[:trailing]
+                running = Store(acc, s, acc[s] + cast(x.buffer[at], acc_dtype))
+                written = Store(out, at, cast(acc[s], x.dtype))
+                return seq(written, running) if attrs["exclusive"] else seq(running, written)
 
+            zero = _nest(post, f"{name}_z", lambda s: Store(acc, s, const(0, acc_dtype)))
+            return Allocate(acc, seq(zero, For(t, n, _nest(post, f"{name}_s", add))))
+
+        return _nest(pre, f"{name}_p", row)
+
+    return [extern(x.shape, x.dtype, name, (x,), build)]

@@ -1,5 +1,5 @@
-"""The indexing lowerings compiled by llvm_cpu against each op's reference: scatters whose
-updates repeat under every reduction, index tuples checked column by column at run time
+"""The indexing lowerings compiled by llvm_cpu (and run on the tensor-IR interpreter)
+against each op's reference: scatters whose updates repeat under every reduction, index tuples checked column by column at run time
 (also after the executable is saved and loaded), and the scatter-as-gather form at a
 cache-update shape."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lowercheck import lowered_and_reference
 import numpy as np
 import pytest
 
@@ -83,3 +84,17 @@ def test_half_precision_cumsum_accumulates_in_float32(exclusive: int, reverse: i
     x = RNG.uniform(0, 1, (3, 200)).astype(np.float16)
     got, want = compiled_and_reference("CumSum", {"x": x}, axis=1, exclusive=exclusive, reverse=reverse)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3)
+
+
+@pytest.mark.parametrize(("op", "inputs", "attrs"), [
+    ("ScatterND", {"data": np.arange(12.0).reshape(3, 4), "indices": np.array([[2], [0], [2]]),
+                   "updates": np.ones((3, 4))}, {"reduction": "add"}),
+    ("ScatterElements", {"data": np.zeros((2, 3), np.int32), "indices": np.array([[2, 2], [0, -3]]),
+                         "updates": np.array([[5, 6], [7, 8]], np.int32)}, {"axis": 1}),
+    ("CumSum", {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4)}, {"axis": 1, "exclusive": 1}),
+    ("CumSum", {"x": np.arange(6, dtype=np.int64)}, {"axis": 0, "reverse": 1}),
+])
+def test_serial_stages_run_on_the_interpreter(op: str, inputs: dict[str, np.ndarray],
+                                              attrs: dict[str, Any]) -> None:
+    got, want = lowered_and_reference(op, inputs, **attrs)
+    np.testing.assert_array_equal(got, want)

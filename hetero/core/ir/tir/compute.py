@@ -26,7 +26,7 @@ import numpy as np
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.expr import Expr, ExprLike, Load, Var, as_expr, binary, const
 from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Stmt, Store, seq
-from hetero.core.ir.tir.visit import map_expr, substitute
+from hetero.core.ir.tir.visit import map_expr, map_stmt, substitute
 
 COMBINERS = ("sum", "max", "min", "prod")
 # The binary op that folds each combiner's next term into its accumulator.
@@ -53,15 +53,18 @@ class Reduce(Expr):
 
 
 class Tensor:
-    """The result of a stage: a placeholder (an input) or a compute definition."""
+    """The result of a stage: a placeholder (an input), a compute definition, or a stage
+    written as statements (:func:`extern`, whose ``stmt`` writes the buffer)."""
 
     def __init__(self, buffer: Buffer, axes: tuple[Var, ...] = (), body: Expr | None = None,
-                 inline: bool = False, inputs: tuple[Tensor, ...] = ()) -> None:
+                 inline: bool = False, inputs: tuple[Tensor, ...] = (),
+                 stmt: Stmt | None = None) -> None:
         self.buffer = buffer
         self.axes = axes
         self.body = body
         self.inline = inline
         self.inputs = inputs
+        self.stmt = stmt
 
     @property
     def name(self) -> str:
@@ -77,7 +80,7 @@ class Tensor:
 
     @property
     def is_placeholder(self) -> bool:
-        return self.body is None
+        return self.body is None and self.stmt is None
 
     def __getitem__(self, indices: Any) -> Load:
         if not isinstance(indices, tuple):
@@ -126,6 +129,17 @@ def compute(shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str,
     return Tensor(Buffer(name, tuple(shape), out_dtype), axes, body, inline, reads)
 
 
+def extern(shape: Sequence[int], dtype: Any, name: str, inputs: Sequence[Tensor],
+           build: Callable[[Buffer], Stmt]) -> Tensor:
+    """A stage written as statements: ``build(out)`` returns the loop nest that fills the
+    buffer ``out`` from ``inputs``' buffers, for what one element-wise definition cannot
+    say in linear time (a scatter: copy, then update in order; a running sum). Such a
+    stage is never inlined into its consumers; stages it reads may be inlined into it.
+    """
+    buffer = Buffer(name, tuple(shape), np.dtype(dtype))
+    return Tensor(buffer, inputs=tuple(inputs), stmt=build(buffer))
+
+
 def _reduce(combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar],
             init: ExprLike | None) -> Reduce:
     src = as_expr(source)
@@ -170,7 +184,7 @@ def lower(name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Pri
     missing = [t.name for t in order if t.is_placeholder and t not in inputs]
     if missing:
         raise ValueError(f"lower {name}: placeholders {missing} are not among the inputs")
-    inlined = {t.buffer: t for t in order if t.inline and t not in outputs}
+    inlined = {t.buffer: t for t in order if t.inline and t.body is not None and t not in outputs}
     kept = [t for t in order if not t.is_placeholder and t.buffer not in inlined]
     body = seq(*(_lower_stage(t, inlined) for t in kept))
     for t in reversed(kept):
@@ -214,6 +228,9 @@ def _inline(expr: Expr, inlined: dict[Buffer, Tensor]) -> Expr:
 
 
 def _lower_stage(t: Tensor, inlined: dict[Buffer, Tensor]) -> Block:
+    if t.stmt is not None:
+        return Block(t.name, map_stmt(t.stmt, expr_fn=lambda e: _inline(e, inlined)
+                                      if isinstance(e, Load) else None), t.buffer)
     assert t.body is not None
     body = _inline(t.body, inlined)
     reduces: list[Reduce] = []
