@@ -341,3 +341,88 @@ def conv_integer(ctx: NodeContext) -> None:
     wc = _centred(ctx, w, ctx.optional_input(3), _FLOAT64, w.type.rank, "w")
     y = ctx.add("Conv", [xc, wc], attrs, "conv")
     ctx.emit("Cast", [y], {"to": _INT32})
+
+
+# -- QLinearMatMul, QLinearConv ----------------------------------------------------------
+
+_FLOAT32 = np.dtype("float32")
+
+
+def _requantize(ctx: NodeContext, accumulator: Value, scale: Value, zero: Value) -> None:
+    """Emit onnxruntime's requantisation of an integer-valued ``accumulator``:
+    ``saturate(round_half_even(float32(acc) * scale) + zero)``. The multiply is one
+    rounding in float32, as MLAS's; QuantizeLinear with scale 1 then rounds, adds and
+    saturates exactly."""
+    acc = ctx.add("Cast", [accumulator], {"to": _FLOAT32}, "acc_float")
+    scaled = ctx.add("Mul", [acc, scale], {}, "scaled")
+    if zero.type.size != 1:
+        raise ctx.unsupported(f"its output zero point {zero.type} must be per tensor")
+    one = ctx.constant(np.ones(zero.shape, np.float32), "unit_scale")
+    ctx.emit("QuantizeLinear", [scaled, one, zero], {"axis": 1})
+
+
+def _scale(ctx: NodeContext, i: int, what: str, trailing: int | None) -> Value:
+    """Input ``i``, a scale, in float32 (exact from float16); one of several entries (allowed
+    where ``trailing`` is set) runs along the axis ``trailing`` from the end."""
+    scale = ctx.input(i)
+    if scale.type.rank > 1 or (scale.type.size > 1 and trailing is None):
+        raise ctx.unsupported(f"its {what} {scale.type} must be a scalar"
+                              + ("" if trailing is None else " or 1-D"))
+    if scale.dtype != _FLOAT32:
+        scale = ctx.add("Cast", [scale], {"to": _FLOAT32}, f"{what}_float")
+    if scale.type.size > 1 and trailing is not None and trailing > 1:
+        scale = ctx.add("Reshape", [scale], {"shape": [scale.type.size] + [1] * (trailing - 1)},
+                        f"{what}_axis")
+    return scale
+
+
+def _combined(ctx: NodeContext, first: Value, second: Value, out: Value) -> Value:
+    """``first * second / out`` in float32, left to right, as onnxruntime computes it (at
+    run time, so scales may be graph inputs)."""
+    product = ctx.add("Mul", [first, second], {}, "scale_product")
+    return ctx.add("Div", [product, out], {}, "scale")
+
+
+@translates("QLinearMatMul")
+def qlinear_matmul(ctx: NodeContext) -> None:
+    """The int32 product of the centred operands (as MatMulInteger), requantised as
+    onnxruntime does; B's scale and zero point may be per column."""
+    a, b = ctx.input(0), ctx.input(3)
+    if b.type.rank < 2:
+        raise ctx.unsupported("a 1-D B is not supported")
+    scale = _combined(ctx, _scale(ctx, 1, "a_scale", None), _scale(ctx, 4, "b_scale", 1),
+                      _scale(ctx, 6, "y_scale", None))
+    centred_a = _centred(ctx, a, ctx.input(2), _INT32, None, "a")
+    centred_b = _centred(ctx, b, ctx.input(5), _INT32, 1, "b")
+    acc = ctx.add("MatMul", [centred_a, centred_b], {}, "acc")
+    _requantize(ctx, acc, scale, ctx.input(7))
+
+
+@translates("QLinearConv")
+def qlinear_conv(ctx: NodeContext) -> None:
+    """The exact sum of the centred operands' products plus the int32 bias (a float64 Conv,
+    refused where it could pass int32, so the bias must be constant), requantised as
+    onnxruntime does; w's scale and zero point may be per output channel."""
+    from hetero.core.frontend.onnx.translate_nn import explicit_pads
+
+    x, w = ctx.input(0), ctx.input(3)
+    n = x.type.rank - 2
+    group = ctx.attr("group", 1)
+    kernel = ctx.attr("kernel_shape", list(w.shape[2:]))
+    bias = ctx.static(8, "B")
+    terms = (x.shape[1] // max(group, 1)) * math.prod(kernel)
+    largest_bias = 0 if bias is None else int(np.abs(bias.astype(np.int64)).max(initial=0))
+    if terms * _LARGEST_TERM + largest_bias >= 2**31:
+        raise ctx.unsupported(f"its sums of {terms} products could pass int32, where onnxruntime "
+                              "wraps around and hetero's exact sums would not")
+    scale = _combined(ctx, _scale(ctx, 1, "x_scale", None), _scale(ctx, 4, "w_scale", n + 1),
+                      _scale(ctx, 6, "y_scale", None))
+    strides = ctx.attr("strides", [1] * n)
+    dilations = ctx.attr("dilations", [1] * n)
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "group": group,
+             "pads": explicit_pads(ctx, x.shape[2:], kernel, strides, dilations)}
+    xc = _centred(ctx, x, ctx.input(2), _FLOAT64, None, "x")
+    wc = _centred(ctx, w, ctx.input(5), _FLOAT64, w.type.rank, "w")
+    b = None if bias is None else ctx.constant(bias.astype(np.float64), "bias_wide")
+    acc = ctx.add("Conv", [xc, wc, b], attrs, "acc")
+    _requantize(ctx, acc, scale, ctx.input(7))
