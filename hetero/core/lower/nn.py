@@ -286,21 +286,11 @@ def _moments(x: Tensor, row_shape: tuple[int, ...], source: Any, rs: list[Any], 
 @lowers("InstanceNormalization")
 def lower_instance_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
                         out_types: list[TensorType], names: list[str]) -> list[Tensor]:
-    """Mean and deviation per (n, c) over the spatial axes (two passes), then normalise."""
-    x, scale, bias = inputs
-    assert x is not None and scale is not None and bias is not None
-    acc, rank = accumulator_dtype(x.dtype), len(x.shape)
-    rs = [reduce_axis(d, f"{names[0]}_r{k}") for k, d in enumerate(x.shape[2:])]
-    row_shape = x.shape[:2] + (1,) * (rank - 2)
-    mean, std = _moments(x, row_shape, lambda idx: tuple(idx[:2]) + tuple(r.var for r in rs),
-                         rs, acc, attrs["epsilon"], names[0])
-
-    def element(idx: Indices) -> Expr:
-        row, c = tuple(idx[:2]) + (_ZERO,) * (rank - 2), idx[1]
-        y = (cast(x[idx], acc) - mean[row]) / std[row] * cast(scale[c], acc)
-        return cast(y + cast(bias[c], acc), x.dtype)
-
-    return [compute_nd(x.shape, element, names[0])]
+    """GroupNormalization's lowering with one channel a group."""
+    x = inputs[0]
+    assert x is not None
+    group_attrs = {"num_groups": x.shape[1], "epsilon": attrs["epsilon"]}
+    return lower_group_norm(inputs, group_attrs, out_types, names)
 
 
 @lowers("GroupNormalization")
