@@ -158,10 +158,26 @@ def dequantize(ctx: NodeContext) -> None:
     ctx.emit("DequantizeLinear", inputs, merge_attrs(ctx, ["axis"]))
 
 
-# The further reductions take their axes as the ones translate_tensor knows do: an attribute
-# before opset 18, a constant input since.
-translates("ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-           "ReduceLogSumExp")(reduce)
+#: What each further reduction computes over an empty set of axes when noop_with_empty_axes
+#: is 1: its per-element part (each element reduced alone), as onnx's reference and
+#: onnxruntime do.
+_PER_ELEMENT = {"ReduceProd": "Identity", "ReduceL1": "Abs", "ReduceL2": "Abs",
+                "ReduceSumSquare": "Mul", "ReduceLogSum": "Log", "ReduceLogSumExp": "Identity"}
+
+
+@translates(*_PER_ELEMENT)
+def reduce_more(ctx: NodeContext) -> None:
+    """The further reductions; their axes come as translate_tensor's reductions' do (an
+    attribute before opset 18, a constant input since)."""
+    axes = ctx.static_ints(1, "axes")
+    if axes is None:
+        axes = ctx.attr("axes")
+    if not axes and ctx.attr("noop_with_empty_axes", 0):
+        x = ctx.input(0)
+        op = _PER_ELEMENT[ctx.op_type]
+        ctx.emit(op, [x, x] if op == "Mul" else [x])
+        return
+    reduce(ctx)
 
 
 @translates("ArgMax", "ArgMin")

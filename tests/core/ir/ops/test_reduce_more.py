@@ -104,3 +104,17 @@ def test_reduce_prod_opset_13_axes_attribute_imports() -> None:
     graph = hetero.load_onnx(model)
     got = run_reference(graph, {graph.inputs[0].name: X})[graph.outputs[0].name]
     np.testing.assert_allclose(got, np.prod(X.astype(np.float64), axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("noop", [0, 1])
+def test_empty_axes_reduce_everything_or_each_element_alone_at_opset_18(op: str, noop: int) -> None:
+    # With noop_with_empty_axes each element is reduced alone: |x| for ReduceL1 and
+    # ReduceL2, x * x for ReduceSumSquare, log(x) for ReduceLogSum, x for the others.
+    x = np.abs(X) if op == "ReduceLogSum" else X
+    model = node_model(op, {"x": x}, opset=18, noop_with_empty_axes=noop, keepdims=0)
+    want = run_node(op, {"x": x}, opset=18, noop_with_empty_axes=noop, keepdims=0)[0]
+    graph = hetero.load_onnx(model)
+    got = run_reference(graph, {graph.inputs[0].name: x})[graph.outputs[0].name]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5)
