@@ -89,3 +89,40 @@ def test_outputs_past_the_natural_one_are_refused(attrs: dict[str, Any]) -> None
     w = np.ones((1, 1, 2), np.float32)
     with pytest.raises(UnsupportedOpError, match="my_deconv.*past the natural"):
         HeteroBackend.prepare(_model([1, 1, 4], w, **attrs))
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 3), data=st.data(), group=st.sampled_from([1, 2]), bias=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_constant_weights_run_as_a_conv_matching_onnxruntime(
+        n: int, data: st.DataObject, group: int, bias: bool, seed: int) -> None:
+    """With constant weights the import spreads the input and runs a Conv: pads larger than
+    the kernel's reach (cropped), output_padding, dilations and groups agree with
+    onnxruntime."""
+    draw = data.draw
+    kernel = [draw(st.integers(1, 3)) for _ in range(n)]
+    strides = [draw(st.integers(1, 3)) for _ in range(n)]
+    dilations = [draw(st.integers(1, 2)) for _ in range(n)]
+    output_padding = [draw(st.integers(0, s - 1)) for s in strides]
+    pads = [draw(st.integers(0, 3)) for _ in range(2 * n)]
+    spatial = [draw(st.integers(1, 4 if n < 3 else 2)) for _ in range(n)]
+    assume(all(s * (d - 1) + p + dl * (k - 1) + 1 - pads[i] - pads[i + n] >= 1
+               for i, (s, d, p, dl, k) in enumerate(zip(strides, spatial, output_padding,
+                                                        dilations, kernel))))
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (2, 2 * group, *spatial)).astype(np.float32)
+    w = rng.uniform(-1, 1, (2 * group, 3, *kernel)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")]
+    names = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.uniform(-1, 1, (3 * group,)).astype(np.float32),
+                                             "b"))
+        names.append("b")
+    node = helper.make_node("ConvTranspose", names, ["y"], strides=strides, dilations=dilations,
+                            pads=pads, output_padding=output_padding, group=group)
+    model = tiny_model([node], {"x": (onnx.TensorProto.FLOAT, list(x.shape))}, ["y"], inits,
+                       opset=17)
+    (got,) = HeteroBackend.prepare(model).run([x])
+    (want,) = run_model(model, {"x": x})
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

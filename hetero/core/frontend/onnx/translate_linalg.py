@@ -280,7 +280,48 @@ def conv_transpose(ctx: NodeContext) -> None:
     pads = _transpose_pads(ctx, x.shape[2:], kernel, strides, dilations, output_padding)
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
              "output_padding": output_padding, "group": ctx.attr("group", 1)}
-    ctx.emit("ConvTranspose", [x, w, ctx.optional_input(2)], attrs)
+    weights = ctx.model.evaluate(w, f"{ctx.label}: its weight")
+    if weights is None or list(kernel) != list(w.shape[2:]):
+        ctx.emit("ConvTranspose", [x, w, ctx.optional_input(2)], attrs)
+        return
+    _as_conv(ctx, x, weights, attrs)
+
+
+def _as_conv(ctx: NodeContext, x: Value, weights: np.ndarray, attrs: dict[str, Any]) -> None:
+    """A ConvTranspose with constant weights as a Conv, so it runs on the tuned Conv kernels:
+    the input spread out by the strides (zeros between its elements: a Reshape, a Pad
+    and a Reshape), padded by ``dilation * (kernel - 1)`` less the ConvTranspose's pads
+    (negative: cropped), convolved with the weights flipped and with their channel axes
+    swapped per group. The zeros cost ``prod(strides)`` times the work of the gather."""
+    n = x.type.rank - 2
+    strides, dilations, pads = attrs["strides"], attrs["dilations"], attrs["pads"]
+    group, kernel = attrs["group"], list(weights.shape[2:])
+    spread = x
+    if any(s > 1 for s in strides):
+        batch, channels, dims = x.shape[0], x.shape[1], list(x.shape[2:])
+        interleaved = [batch, channels] + [v for d in dims for v in (d, 1)]
+        spread = ctx.add("Reshape", [spread], {"shape": interleaved}, "spread_axes")
+        ends = [0, 0] + [v for s in strides for v in (0, s - 1)]
+        spread = ctx.add("Pad", [spread], {"pads": [0] * len(ends) + ends}, "spread")
+        spread = ctx.add("Reshape", [spread], {"shape": [batch, channels]
+                                               + [d * s for d, s in zip(dims, strides)]},
+                         "spread_out")
+    begins = [d * (k - 1) - p for d, k, p in zip(dilations, kernel, pads[:n])]
+    ends = [d * (k - 1) - p + extra - (s - 1)
+            for d, k, p, extra, s in zip(dilations, kernel, pads[n:], attrs["output_padding"],
+                                         strides)]
+    crops = [min(v, 0) for v in begins + ends]
+    if any(crops):
+        spread = ctx.add("Pad", [spread], {"pads": [0, 0] + crops[:n] + [0, 0] + crops[n:]},
+                         "crop")
+    per_in, per_out = weights.shape[0] // group, weights.shape[1]
+    flipped = np.flip(weights, axis=tuple(range(2, 2 + n)))
+    grouped = flipped.reshape((group, per_in, per_out) + tuple(kernel)).swapaxes(1, 2)
+    w = ctx.constant(np.ascontiguousarray(grouped.reshape((group * per_out, per_in)
+                                                          + tuple(kernel))), "conv_weight")
+    conv = {"kernel_shape": kernel, "strides": [1] * n, "dilations": dilations, "group": group,
+            "pads": [max(v, 0) for v in begins + ends]}
+    ctx.emit("Conv", [spread, w, ctx.optional_input(2)], conv)
 
 
 # -- integer products --------------------------------------------------------------------
