@@ -8,10 +8,11 @@ The steps, each failing with an error that names the file, tensor or node at fau
 3. check external-data locations stay inside the model's folder, then read each
    tensor's declared bytes (and no more) from them;
 4. check every value is defined before use, the opset is in range and every op is
-   supported;
+   supported (translated, or defined by an onnx function body of supported ops);
 5. fix the input shapes (each within the budget), run onnx's checker, upgrade opsets
    below 13 to 13 and run onnx's shape inference (with the large weights set aside,
-   as typed inputs; with data propagation only where its cost is bounded);
+   as typed inputs; with data propagation only where its cost is bounded), then expand
+   the ops without a translator that onnx defines by a function body (:mod:`.functions`);
 6. translate node by node into canonical ops, folding static operands (at most
    ``FOLD_MAX_ELEMENTS`` computed in all);
 7. compare hetero's types with onnx's, drop the dead shape computations, verify.
@@ -35,6 +36,9 @@ from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
 from hetero.core.frontend.onnx.external import load_external_data
+from hetero.core.frontend.onnx.functions import (
+    apply_defaults, expand_functions, unsupported_ops,
+)
 from hetero.core.frontend.onnx.loader import (
     Source, check_defined_before_use, check_element_types, check_model, check_tensor_sizes,
     node_label, read_model, reason, set_weights_aside,
@@ -70,31 +74,43 @@ def load_onnx(
     load_external_data(source)
     check_defined_before_use(source)
     version = default_opset(source)
-    check_supported(source)
+    check_supported(source, max(version, UPGRADE_TO))
     input_types = resolve_input_shapes(source, input_shapes, max_elements)
     set_weights_aside(source)
     check_model(source)
     upgrade(source, version)
+    apply_defaults(source, max(version, UPGRADE_TO), TRANSLATORS)
     onnx_types = infer_onnx_types(source, max(version, UPGRADE_TO))
+    source.expansions = expand_functions(source, max(version, UPGRADE_TO),
+                                         {**input_types, **onnx_types}, TRANSLATORS)
     ctx = translate(source, input_types, max_elements)
     compare_types(ctx, onnx_types)
     remove_dead_nodes(ctx.graph)
     return verify(ctx.graph)
 
 
-def check_supported(source: Source) -> None:
-    """One UnsupportedOpError listing every op type hetero cannot translate."""
+def check_supported(source: Source, opset: int) -> None:
+    """One UnsupportedOpError listing every op type hetero can neither translate nor expand.
+
+    An op onnx defines by a function body is supported when its body's ops are
+    (:mod:`.functions` expands it after shape inference).
+    """
     examples: dict[str, str] = {}
     counts: Counter[str] = Counter()
+    needs: dict[str, set[str]] = {}
     for node in source.model.graph.node:
-        if node.domain in DEFAULT_DOMAINS and node.op_type in TRANSLATORS:
+        missing = unsupported_ops(node, opset, TRANSLATORS)
+        if not missing:
             continue
         key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
         counts[key] += 1
         examples.setdefault(key, node.name or f"(unnamed, computes {node.output[0]!r})")
+        needs.setdefault(key, set()).update(missing - {key})
     if counts:
         listed = "; ".join(
-            f"{op} ({counts[op]} node{'s' if counts[op] > 1 else ''}, e.g. {examples[op]})"
+            f"{op} ({counts[op]} node{'s' if counts[op] > 1 else ''}, e.g. {examples[op]}"
+            + (f"; its onnx function body uses {', '.join(sorted(needs[op]))}" if needs[op] else "")
+            + ")"
             for op in sorted(counts)
         )
         raise UnsupportedOpError(

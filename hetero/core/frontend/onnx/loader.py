@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 import math
 import os
+from typing import TYPE_CHECKING
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -20,19 +21,24 @@ from onnx import helper
 from hetero.core.frontend.onnx.budget import check_elements
 from hetero.errors import ModelLoadError
 
+if TYPE_CHECKING:
+    from hetero.core.frontend.onnx.functions import Expansion
+
 
 @dataclass
 class Source:
     """A model as read: the proto (hetero's own copy), a name for messages, its folder.
 
     ``set_aside`` holds the large float initializers while onnx's tools run (see
-    :func:`set_weights_aside`).
+    :func:`set_weights_aside`); ``expansions`` says which nodes were replaced by their
+    onnx function bodies (see :mod:`.functions`).
     """
 
     model: onnx.ModelProto
     name: str
     folder: str | None
     set_aside: dict[str, onnx.TensorProto] = field(default_factory=dict)
+    expansions: list[Expansion] = field(default_factory=list)
 
 
 def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> Source:
