@@ -1,25 +1,27 @@
-"""Lowering TopK (meaning: :mod:`hetero.core.ir.ops.topk`) as a rank selection.
+"""Lowering TopK (meaning: :mod:`hetero.core.ir.ops.topk`) as an insertion into a sorted row.
 
-Sorting is data-dependent control flow, which compute definitions do not have; a
-selection by rank is not. Each element's rank in its row is how many elements of
-the row come before it in TopK's total order (a sum of comparisons); the ranks are
-a permutation of ``0..n-1``, so the ``r``-th output's index is the one position
-whose rank is ``r`` (a sum that picks exactly one term), and its value is ``X`` read
-there. That is ``n`` comparisons per element and ``n`` per output: quadratic in the
-row length, fine for the rows TopK meets in detection heads and samplers of a few
-thousand, not for sorting a vocabulary.
+Each row is walked once, serially (an :func:`~hetero.core.ir.tir.compute.extern` stage):
+the output row of indices holds the best ``k`` seen so far, sorted in TopK's total
+order. A candidate that does not come before the current ``k``-th is dropped with one
+comparison; one that does moves every kept index it beats one place down and takes
+the place of the last it beats (no early exit in the IR: a sweep over the ``k`` slots).
+That is ``n`` comparisons per row for typical data, ``n * k`` at worst (rows already
+sorted the wrong way). The values are then ``X`` read at the indices.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.compute import Tensor, reduce_axis, sum_
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.compute import Tensor, extern
 from hetero.core.ir.tir.expr import (
-    Expr, Not, const, eq, gt, logical_and, logical_or, lt, ne, select,
+    Expr, Not, Var, const, eq, gt, logical_and, logical_or, lt, maximum, minimum, ne,
 )
+from hetero.core.ir.tir.stmt import For, IfThenElse, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
 from hetero.core.lower.registry import lowers
@@ -40,31 +42,50 @@ def _comes_before(a: Expr, b: Expr, a_pos: Expr, b_pos: Expr, largest: bool) -> 
     return logical_or(ahead, logical_and(same, lt(a_pos, b_pos)))
 
 
+def _nest(shape: Sequence[int], prefix: str, body: Callable[[Indices], Stmt]) -> Stmt:
+    idx = tuple(Var(f"{prefix}{k}") for k in range(len(shape)))
+    stmt = body(idx)
+    for var, extent in reversed(list(zip(idx, shape))):
+        stmt = For(var, extent, stmt)
+    return stmt
+
+
 @lowers("TopK")
 def lower_topk(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
                names: list[str]) -> list[Tensor]:
-    """Ranks, then the index of each rank below k, then the values read at those indices."""
+    """The indices by insertion, row by row; then the values gathered at them."""
     x = inputs[0]
     assert x is not None
-    axis, largest = attrs["axis"], bool(attrs["largest"])
+    axis, largest, k = attrs["axis"], bool(attrs["largest"]), attrs["k"]
     out = out_types[0].shape
-    n = x.shape[axis]
+    n, name = x.shape[axis], names[1]
+    j, t = Var(f"{name}_j"), Var(f"{name}_t")
 
-    def along(idx: Indices, i: Expr) -> Indices:
-        return tuple(idx[:axis]) + (i,) + tuple(idx[axis + 1:])
+    def build(kept: Buffer) -> Stmt:
+        def row(p: Indices) -> Stmt:
+            def at(i: Expr) -> tuple[Expr, ...]:
+                return tuple(p[:axis]) + (i,) + tuple(p[axis:])
 
-    j = reduce_axis(n, f"{names[0]}_j")
+            candidate = x.buffer[at(j)]
 
-    def rank(idx: Indices) -> Expr:
-        before = _comes_before(x[along(idx, j.var)], x[idx], j.var, idx[axis], largest)
-        return sum_(select(before, const(1, _INT64), const(0, _INT64)), j)
+            def beats(slot: Expr) -> Expr:
+                # Clamped: a renderer may read the slot before it knows the slot is filled.
+                held = maximum(minimum(kept[at(slot)], n - 1), 0)
+                return _comes_before(candidate, x.buffer[at(held)], j, held, largest)
 
-    ranks = compute_nd(x.shape, rank, f"{names[0]}_rank")
-    p = reduce_axis(n, f"{names[0]}_p")
+            slot = const(k - 1, _INT64) - t
+            move = IfThenElse(gt(t, 0), Store(kept, at(slot + 1), kept[at(slot)]))
+            sweep = For(t, k, IfThenElse(logical_and(lt(slot, j), beats(slot)),
+                                         seq(move, Store(kept, at(slot), j))))
+            append = IfThenElse(lt(j, k), Store(kept, at(minimum(j, k - 1)), j))
+            enters = logical_or(lt(j, k), beats(const(k - 1, _INT64)))
+            return For(j, n, seq(append, IfThenElse(enters, sweep)))
 
-    def index(idx: Indices) -> Expr:
-        return sum_(select(eq(ranks[along(idx, p.var)], idx[axis]), p.var, const(0, _INT64)), p)
+        return _nest(x.shape[:axis] + x.shape[axis + 1:], f"{name}_p", row)
 
-    indices = compute_nd(out, index, names[1])
-    values = compute_nd(out, lambda idx: x[along(idx, indices[idx])], names[0])
-    return [values, indices]
+    indices = extern(out, _INT64, name, (x,), build)
+
+    def value(idx: Indices) -> Expr:
+        return x[tuple(idx[:axis]) + (indices[idx],) + tuple(idx[axis + 1:])]
+
+    return [compute_nd(out, value, names[0]), indices]

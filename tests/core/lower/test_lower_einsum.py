@@ -119,4 +119,6 @@ def test_malformed_equations_are_shape_errors(equation: str, ranks: list[int], m
 
 
 def test_implicit_output_puts_the_ellipsis_first_then_single_letters_sorted() -> None:
-    assert parse_einsum("...ba,cb", [3, 2], "n") == ([["…0", "b", "a"], ["c", "b"]], ["…0", "a", "c"])
+    labels, output = parse_einsum("...ba,cb", [3, 2], "n")
+    assert labels == [["…0", "b", "a"], ["c", "b"]]
+    assert output == ["…0", "a", "c"]

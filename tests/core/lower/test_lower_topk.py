@@ -1,6 +1,7 @@
-"""TopK's lowering (a rank selection) against its reference: on the tensor-IR interpreter,
-compiled by llvm_cpu on onnx's own node cases (their K made a constant), and imported
-from every opset that changed it (1: k an attribute; 10: K an input; 11: largest)."""
+"""TopK's lowering (an insertion into a sorted row) against its reference: on the
+tensor-IR interpreter, compiled by llvm_cpu on onnx's own node cases (their K made a
+constant), and imported from every opset that changed it (1: k an attribute; 10: K an
+input; 11: largest)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,17 @@ def test_k_given_as_a_graph_input_needs_a_constant() -> None:
                                 "k": (onnx.TensorProto.INT64, [1])}, ["v", "i"])
     with pytest.raises(DynamicShapeError, match="my_topk.*K input 'k'"):
         HeteroBackend.prepare(model)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_rows_in_the_worst_order_and_full_of_ties_compile_and_match(largest: int) -> None:
+    """Every candidate enters and sweeps all k slots (ascending rows for largest), and runs
+    of equal values test the tie rule, on llvm_cpu."""
+    rows = np.stack([np.arange(40) // 3, np.arange(40)[::-1] // 4, np.full(40, 2)])
+    x = rows.astype(np.float32)
+    x[1, 7] = np.nan
+    model = _topk_model(11, x, 9, axis=1, largest=largest)
+    got = HeteroBackend.prepare(model).run([x])
+    want, _ = _reference_both(x, 9, 1, largest)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -127,7 +127,8 @@ class _EinsumPlan:
             right = self.reshape(right, batch + ["K", "N"],
                                  right.sizes[:len(batch)] + [math.prod(ksizes), math.prod(nsizes)])
             ref = self._step("MatMul", [left.ref, right.ref], {}, "matmul")
-            product = _Term(ref, batch + ["M", "N"], bsizes + [math.prod(msizes), math.prod(nsizes)])
+            product = _Term(ref, batch + ["M", "N"],
+                            bsizes + [math.prod(msizes), math.prod(nsizes)])
             return self.reshape(product, batch + m + n, bsizes + msizes + nsizes)
         # Broadcast both to (batch, m, n, summed) and multiply, then sum.
         left = self.transpose(a, batch + m + summed)
@@ -166,7 +167,8 @@ def parse_einsum(equation: str, ranks: list[int], where: str) -> tuple[list[list
         if not all(c.isalpha() for c in letters) or term.count("...") > 1:
             raise ShapeError(f"{where}: equation {equation!r}: term {term!r} is not letters "
                              "with at most one ellipsis")
-    widths = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    widths = [rank - len(t.replace("...", "")) if "..." in t else 0
+              for t, rank in zip(terms, ranks)]
     ellipsis = max(widths, default=0)
     labels = []
     for term, width, rank in zip(terms, widths, ranks):
