@@ -33,12 +33,12 @@ class Unsupported:
 
 def unsupported_nodes(model: onnx.ModelProto) -> Unsupported:
     """The top-level nodes of ``model`` that hetero's importer has no translation for."""
-    from hetero.core.frontend.onnx.context import TRANSLATORS
+    from hetero.core.frontend.onnx.functions import importable
     from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS
 
     nodes: dict[str, list[str]] = {}
     for node in model.graph.node:
-        if node.domain in DEFAULT_DOMAINS and node.op_type in TRANSLATORS:
+        if importable(node, model):
             continue
         op = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
         nodes.setdefault(op, []).append(node.name or f"(unnamed, computes {node.output[0]!r})")
@@ -70,8 +70,7 @@ def supported_stats(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[
 
 def _cut(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None) -> onnx.ModelProto:
     """``model`` without its unsupported nodes, whose outputs become typed graph inputs."""
-    from hetero.core.frontend.onnx.context import TRANSLATORS
-    from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS
+    from hetero.core.frontend.onnx.functions import importable
 
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
@@ -86,7 +85,7 @@ def _cut(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | Non
     stored = {t.name for t in fixed.graph.initializer} | {v.name for v in fixed.graph.input}
     kept, cut_outputs, cut_inputs = [], [], []
     for node in fixed.graph.node:
-        if node.domain in DEFAULT_DOMAINS and node.op_type in TRANSLATORS:
+        if importable(node, fixed):
             kept.append(node)
         else:
             cut_outputs += [o for o in node.output if o]

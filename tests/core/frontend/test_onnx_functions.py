@@ -202,3 +202,12 @@ def test_an_op_without_a_body_keeps_the_plain_error() -> None:
     model = tiny_model([node], {"x": (TensorProto.STRING, [2])}, ["y"], opset=20)
     with pytest.raises(UnsupportedOpError, match=r"RegexFullMatch \(1 node, e.g. regex\)\. "):
         hetero.load_onnx(model)
+
+
+def test_hetero_inspect_counts_function_ops_as_supported() -> None:
+    from hetero.cli.stats import unsupported_nodes
+
+    nodes = [helper.make_node("MeanVarianceNormalization", ["x"], ["m"], name="mvn"),
+             helper.make_node("RegexFullMatch", ["m"], ["y"], name="regex")]
+    model = tiny_model(nodes, {"x": (TensorProto.FLOAT, [2, 3, 4, 5])}, ["y"])
+    assert unsupported_nodes(model).nodes == {"RegexFullMatch": ["regex"]}

@@ -42,7 +42,7 @@ from onnx import helper, inliner
 
 from hetero.core import progress
 from hetero.core.frontend.onnx.loader import Source, node_label, reason
-from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS
+from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO
 from hetero.core.ir.types import TensorType
 from hetero.errors import UnsupportedOpError
 
@@ -140,6 +140,16 @@ def apply_defaults(source: Source, opset: int, translated: Iterable[str]) -> Non
     for node in source.model.graph.node:
         if expandable(node, opset, translated):
             _apply_defaults(node, schema_of(node, opset))
+
+
+def importable(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """Whether :func:`hetero.load_onnx` takes ``node`` of ``model``: a translator, or a
+    function body of ops it takes (context-dependent bodies on trust, as above)."""
+    from hetero.core.frontend.onnx.context import TRANSLATORS
+
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
+    opset = max(versions[0] if versions else UPGRADE_TO, UPGRADE_TO)
+    return not unsupported_ops(node, opset, TRANSLATORS)
 
 
 def expand_functions(source: Source, opset: int, types: Mapping[str, TensorType],
