@@ -3,6 +3,7 @@
 The modules, in the order a model meets them: :mod:`.loader` (reading the file
 safely), :mod:`.external` (its external data), :mod:`.budget` (the element budget),
 :mod:`.opsets`, :mod:`.shapes` (static input shapes, onnx's shape inference),
+:mod:`.functions` (ops onnx defines by a function body, expanded where no translator is),
 :mod:`.convert` (the driver) with :mod:`.context` and the translators
 (:mod:`.translate_elementwise`, :mod:`.translate_nn`, :mod:`.translate_tensor`);
 :mod:`.randomize` gives the weightless test models seeded random weights.
