@@ -286,7 +286,97 @@ def conv_transpose(ctx: NodeContext) -> None:
     if weights is None or list(kernel) != list(w.shape[2:]):
         ctx.emit("ConvTranspose", [x, w, ctx.optional_input(2)], attrs)
         return
-    _as_conv(ctx, x, weights, attrs)
+    if _phases(attrs, x.shape[2:], weights.shape[2:]) is not None:
+        _as_phase_convs(ctx, x, weights, attrs)
+    else:
+        _as_conv(ctx, x, weights, attrs)
+
+
+def _phases(attrs: dict[str, Any], spatial: Sequence[int], kernel: Sequence[int]
+            ) -> list[list[tuple[int, int, int]]] | None:
+    """Per spatial axis, per output phase ``r`` (outputs ``q * stride + r``): the first tap,
+    the tap count and the input offset of the phase's convolution; None where a phase has
+    no tap or the taps are dilated (then the spread input is the way)."""
+    n = len(spatial)
+    axes = []
+    for i in range(n):
+        s, k, begin = attrs["strides"][i], kernel[i], attrs["pads"][i]
+        if attrs["dilations"][i] != 1:
+            return None
+        out = (s * (spatial[i] - 1) + attrs["output_padding"][i] + k - begin
+               - attrs["pads"][i + n])
+        rows = -(-out // s)
+        phases = []
+        for r in range(s):
+            first, carry = (r + begin) % s, (r + begin) // s
+            taps = -(-(k - first) // s)
+            lead = taps - 1 - carry
+            trail = rows + taps - 1 - spatial[i] - lead
+            # A phase that reads no input at all (cropped away) is left to the spread input.
+            if taps < 1 or spatial[i] + min(lead, 0) + min(trail, 0) < 1:
+                return None
+            phases.append((first, taps, carry))
+        axes.append(phases)
+    return axes
+
+
+def _as_phase_convs(ctx: NodeContext, x: Value, weights: np.ndarray,
+                    attrs: dict[str, Any]) -> None:
+    """A strided ConvTranspose with constant weights as one Conv per output phase (the
+    outputs ``q * stride + r`` for each ``r`` on every axis), each with the taps that land
+    on its phase, flipped: no multiplication by zeros. The phases are interleaved with
+    Reshape and Concat and the result cropped to the output size."""
+    n = x.type.rank - 2
+    spatial, kernel = list(x.shape[2:]), list(weights.shape[2:])
+    strides, group = attrs["strides"], attrs["group"]
+    out = [s * (d - 1) + extra + k - attrs["pads"][i] - attrs["pads"][i + n]
+           for i, (s, d, extra, k) in enumerate(zip(strides, spatial, attrs["output_padding"],
+                                                    kernel))]
+    rows = [-(-o // s) for o, s in zip(out, strides)]
+    phases = _phases(attrs, spatial, kernel)
+    assert phases is not None
+    per_in, per_out = weights.shape[0] // group, weights.shape[1]
+    bias = ctx.optional_input(2)
+    batch, c_out = x.shape[0], per_out * group
+
+    def phase(combo: tuple[int, ...]) -> Value:
+        taps = [phases[i][r] for i, r in enumerate(combo)]
+        picks = tuple(slice(first + (count - 1) * s, None if first == 0 else first - 1, -s)
+                      if count > 1 else slice(first, first + 1)
+                      for (first, count, _), s in zip(taps, strides))
+        sub = weights[(slice(None), slice(None)) + picks]
+        grouped = sub.reshape((group, per_in, per_out) + sub.shape[2:]).swapaxes(1, 2)
+        w = ctx.constant(np.ascontiguousarray(grouped.reshape((c_out, per_in) + sub.shape[2:])),
+                         "phase_weight")
+        begins = [count - 1 - carry for first, count, carry in taps]
+        ends = [rows[i] + taps[i][1] - 1 - spatial[i] - begins[i] for i in range(n)]
+        source = x
+        crops = [min(v, 0) for v in begins + ends]
+        if any(crops):
+            source = ctx.add("Pad", [x], {"pads": [0, 0] + crops[:n] + [0, 0] + crops[n:]},
+                             "phase_crop")
+        conv = {"kernel_shape": list(sub.shape[2:]), "strides": [1] * n, "dilations": [1] * n,
+                "group": group, "pads": [max(v, 0) for v in begins + ends]}
+        y = ctx.add("Conv", [source, w, bias], conv, "phase")
+        spread = [batch, c_out] + [v for q in rows for v in (q, 1)]
+        return ctx.add("Reshape", [y], {"shape": spread}, "phase_axes")
+
+    def interleave(axis: int, prefix: tuple[int, ...]) -> Value:
+        if axis == n:
+            return phase(prefix)
+        parts = [interleave(axis + 1, prefix + (r,)) for r in range(strides[axis])]
+        if len(parts) == 1:
+            return parts[0]
+        return ctx.add("Concat", parts, {"axis": 3 + 2 * axis}, "interleave")
+
+    joined = interleave(0, ())
+    full = [batch, c_out] + [q * s for q, s in zip(rows, strides)]
+    crop = [0] * (n + 2) + [0, 0] + [o - f for o, f in zip(out, full[2:])]
+    if not any(crop):
+        ctx.emit("Reshape", [joined], {"shape": full})
+        return
+    y = ctx.add("Reshape", [joined], {"shape": full}, "phases_out")
+    ctx.emit("Pad", [y], {"pads": crop})
 
 
 def _as_conv(ctx: NodeContext, x: Value, weights: np.ndarray, attrs: dict[str, Any]) -> None:
