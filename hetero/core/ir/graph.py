@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.opdef import OpDef, get_op, index_problem
+from hetero.core.ir.opdef import OpDef, get_op, index_bound, index_problem
 from hetero.core.ir.types import TensorType
 from hetero.errors import HeteroError, OpAttributeError, ShapeError, VerificationError
 
@@ -346,15 +346,15 @@ def check_arity(opdef: OpDef, inputs: Sequence[Value | None], where: str) -> Non
             raise VerificationError(f"{where}: input {i} ({spec}) is required")
 
 
-def index_checks(node: Node) -> list[tuple[str, int, int]]:
-    """The node's run-time index inputs as ``(value name, axis, size)``: a backend checks
-    each against :func:`hetero.core.ir.opdef.index_problem` before a kernel reads with it
-    (constant ones were checked when the node was built)."""
+def index_checks(node: Node) -> list[tuple[str, int, Any, bool]]:
+    """The node's run-time index inputs as ``(value name, axis, size, wraps)``: a backend
+    checks each with :func:`hetero.core.ir.opdef.index_problem` before a kernel reads
+    with it (constant ones were checked when the node was built)."""
     opdef = node.opdef
     if opdef.index_bounds is None:
         return []
-    bounds = opdef.index_bounds(node.input_types(), node.attrs)
-    return [(node.inputs[p].name, axis, size) for p, axis, size in bounds
+    bounds = [index_bound(b) for b in opdef.index_bounds(node.input_types(), node.attrs)]
+    return [(node.inputs[p].name, axis, size, wraps) for p, axis, size, wraps in bounds
             if node.inputs[p] is not None and node.inputs[p].data is None]
 
 
@@ -368,9 +368,10 @@ def infer_node(
         outs = list(opdef.infer(types, attrs))
     except (ShapeError, OpAttributeError) as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    for position, axis, size in opdef.index_bounds(types, attrs) if opdef.index_bounds else ():
+    for bound in opdef.index_bounds(types, attrs) if opdef.index_bounds else ():
+        position, axis, size, wraps = index_bound(bound)
         v = inputs[position]
-        problem = None if v is None or v.data is None else index_problem(v.data, axis, size)
+        problem = None if v is None or v.data is None else index_problem(v.data, axis, size, wraps)
         if problem is not None:
             raise ShapeError(f"{where}: constant {v.name!r}: {problem}")
     return outs

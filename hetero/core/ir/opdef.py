@@ -88,28 +88,39 @@ InferFn = Callable[[list[TensorType], dict[str, Any]], list[TensorType]]
 ReferenceFn = Callable[[list[Any], dict[str, Any]], list[np.ndarray]]
 CompleteFn = Callable[[list[TensorType | None], dict[str, Any]], dict[str, Any]]
 FlopsFn = Callable[[list[TensorType], list[TensorType], dict[str, Any]], int]
-#: ``(input types, attrs) -> [(input position, axis, size), ...]``: the inputs holding
-#: indices into an axis of ``size`` elements, whose values must lie in ``[-size, size)``.
-#: A tuple ``size`` is one size per column of the indices' last axis (GatherND's index
-#: tuples): column j indexes axis ``axis + j``.
-IndexBoundsFn = Callable[[list[TensorType], dict[str, Any]], list[tuple[int, int, Any]]]
+#: ``(input types, attrs) -> [(input position, axis, size[, wraps]), ...]``: the inputs
+#: holding indices into an axis of ``size`` elements, whose values must lie in
+#: ``[-size, size)``, or in ``[0, size)`` where ``wraps`` is given and false (lengths,
+#: counts: a negative one is an error, not a position from the end). A tuple ``size`` is
+#: one size per column of the indices' last axis (GatherND's index tuples): column j
+#: indexes axis ``axis + j``.
+IndexBoundsFn = Callable[[list[TensorType], dict[str, Any]], list[tuple[Any, ...]]]
 
 
-def index_problem(values: np.ndarray, axis: int, size: int | tuple[int, ...]) -> str | None:
+def index_problem(values: np.ndarray, axis: int, size: int | tuple[int, ...],
+                  wraps: bool = True) -> str | None:
     """What is wrong with ``values`` as indices into an axis of ``size`` (negative ones
-    counting from the end), or None when every one lies in ``[-size, size)``. A tuple
-    ``size`` bounds each column of the last axis of ``values`` by its own entry."""
+    counting from the end unless ``wraps`` is false), or None when every one lies in
+    ``[-size, size)`` (``[0, size)``). A tuple ``size`` bounds each column of the last
+    axis of ``values`` by its own entry."""
     values = np.asarray(values)
     sizes = np.asarray(size, np.int64)
-    bad = (values < -sizes) | (values >= sizes)
+    bad = (values < (-sizes if wraps else 0)) | (values >= sizes)
     if not bad.any():
         return None
     where = np.argwhere(bad)[0]
     if sizes.ndim:
         column = int(where[-1])
         axis, size = axis + column, int(sizes[column])
+    low = f"-{size}" if wraps else "0"
     return (f"index {int(values[tuple(where)])} is out of range for axis {axis} of size {size}: "
-            f"indices must lie in [-{size}, {size})")
+            f"indices must lie in [{low}, {size})")
+
+
+def index_bound(bound: tuple[Any, ...]) -> tuple[int, int, Any, bool]:
+    """An ``index_bounds`` entry with its ``wraps`` flag made explicit."""
+    position, axis, size, *rest = bound
+    return position, axis, size, bool(rest[0]) if rest else True
 
 
 def elementwise_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:

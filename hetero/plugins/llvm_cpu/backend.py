@@ -48,7 +48,7 @@ class Step:
     outputs: tuple[str, ...]
     nodes: tuple[str, ...]  # the graph nodes this kernel computes
     # Run-time index inputs (value, axis, size), checked before the kernel reads with them.
-    checks: tuple[tuple[str, int, int], ...] = ()
+    checks: tuple[tuple[str, int, Any, bool], ...] = ()
 
 
 class LlvmCpuPart:
@@ -82,8 +82,8 @@ class LlvmCpuPart:
         for step in self.steps:
             outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
             start = time.perf_counter()
-            for value, axis, size in step.checks:
-                problem = index_problem(env[value], axis, size)
+            for value, axis, size, wraps in step.checks:
+                problem = index_problem(env[value], axis, size, wraps)
                 if problem is not None:
                     raise InputError(f"{step.name}: {value}: {problem}")
             step.kernel(*(env[n] for n in step.inputs), *outs)
@@ -130,7 +130,7 @@ class LlvmCpuPart:
                     code = read_member(zf, f"kernels/{i}.o", source)
                     steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code),
                                       tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]),
-                                      tuple((str(v), int(a), _index_size(n)) for v, a, n in s.get("checks", []))))
+                                      tuple(_check(c) for c in s.get("checks", []))))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
@@ -140,9 +140,12 @@ class LlvmCpuPart:
                                        f"({type(exc).__name__}: {exc}); recompile the model") from None
 
 
-def _index_size(size: Any) -> int | tuple[int, ...]:
-    """A check's size as saved: an axis size, or one per column of GatherND's index tuples."""
-    return tuple(int(n) for n in size) if isinstance(size, list) else int(size)
+def _check(saved: list[Any]) -> tuple[str, int, int | tuple[int, ...], bool]:
+    """A run-time index check as saved: value, axis, size (an axis size, or one per column
+    of GatherND's index tuples) and whether negative indices wrap."""
+    value, axis, size, *wraps = saved
+    size = tuple(int(n) for n in size) if isinstance(size, list) else int(size)
+    return str(value), int(axis), size, bool(wraps[0]) if wraps else True
 
 
 def _host_memory() -> MemoryHierarchy:

@@ -70,6 +70,24 @@ def test_index_tuples_are_checked_column_by_column_at_run_time(tmp_path: Path) -
         loaded.run({"data": data, "indices": bad})
 
 
+def test_a_negative_sequence_length_is_refused_at_run_time(tmp_path: Path) -> None:
+    """Lengths are counts, not positions: -1 is an error, never 'the last' nor 0."""
+    x = RNG.uniform(-1, 1, (4, 3)).astype(np.float32)  # time 4, batch 3
+    good, bad = np.array([4, 0, 2], np.int64), np.array([4, -1, 2], np.int64)
+    graph = graph_of("ReverseSequence", {"x": x, "lens": good}, batch_axis=1, time_axis=0)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], strict=True)
+    name = graph.outputs[0].name
+    np.testing.assert_array_equal(exe.run({"x": x, "lens": good})[name],
+                                  run_reference(graph, {"x": x, "lens": good})[name])
+    with pytest.raises(InputError, match=r"index -1 is out of range .* must lie in \[0, 5\)"):
+        exe.run({"x": x, "lens": bad})
+    with pytest.raises(InputError):
+        run_reference(graph, {"x": x, "lens": bad})
+    exe.save(tmp_path / "reverse.hx")
+    with pytest.raises(InputError, match=r"must lie in \[0, 5\)"):
+        hetero.load(tmp_path / "reverse.hx").run({"x": x, "lens": bad})
+
+
 def test_a_cache_update_scatters_one_row_per_batch() -> None:
     cache = RNG.uniform(-1, 1, (2, 4, 16, 8)).astype(np.float32)
     step = RNG.uniform(-1, 1, (2, 4, 8)).astype(np.float32)

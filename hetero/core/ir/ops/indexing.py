@@ -423,10 +423,9 @@ def _reverse_sequence_infer(ins: list[TensorType], attrs: dict[str, Any]) -> lis
     return [x]
 
 
-def _reverse_sequence_bounds(ins: list[TensorType], attrs: dict[str, Any]) -> list[tuple[int, int, int]]:
-    # Lengths lie in [0, T]: the check's [-(T+1), T+1) catches the too long; the
-    # reference refuses negative ones too.
-    return [(1, attrs["time_axis"], ins[0].shape[attrs["time_axis"]] + 1)]
+def _reverse_sequence_bounds(ins: list[TensorType], attrs: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
+    # Lengths lie in [0, T]: a count, so a negative one is an error, not a wrap.
+    return [(1, attrs["time_axis"], ins[0].shape[attrs["time_axis"]] + 1, False)]
 
 
 def _reverse_sequence_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
