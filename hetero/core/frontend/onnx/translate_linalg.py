@@ -1,9 +1,14 @@
-"""Translators of ONNX's selection and linear-algebra ops: TopK, Einsum, ConvTranspose.
+"""Translators of ONNX's selection, linear-algebra and integer-product ops: TopK, Einsum,
+ConvTranspose, MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 TopK's ``k`` is an input since opset 10 (an attribute in opset 1) and must be
 constant. Einsum has no canonical op of its own: its equation is rewritten here into
 Transpose, Reshape, Gather (for diagonals), ReduceSum, Mul and MatMul, so contractions
-run on the MatMul kernels.
+run on the MatMul kernels. ConvTranspose with constant weights becomes Conv (one per
+output phase, or one over the input spread by the strides); with run-time weights it
+stays the canonical ConvTranspose. The integer products become an exact accumulation
+(an int32 MatMul, or a float64 Conv whose partial sums are integers below 2**31) and,
+for the QLinear ops, onnxruntime's float32 requantisation step by step.
 """
 
 from __future__ import annotations
