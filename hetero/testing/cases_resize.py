@@ -3,8 +3,9 @@
 Each case resizes one to three axes of a small tensor, to sizes given directly or
 through scales (the output then floor(scale * size), as ONNX computes it), so both
 of the op's scale conventions are met. Nearest moves values and must be exact for
-every dtype; linear and cubic (floats only) are sums of ``taps ** axes`` weighted
-terms, with cubic's weights up to 1.5 in magnitude per axis.
+every dtype; linear and cubic (floats only, with and without antialias) are sums of
+one weighted term per combination of taps, with cubic's weights up to 1.5 in
+magnitude per axis.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 
 import numpy as np
 
-from hetero.core.ir.ops.resize import TAPS, TRANSFORMS
+from hetero.core.ir.ops.resize import TRANSFORMS, tap_count
 from hetero.testing.cases_base import (
     ALL,
     EXACT,
@@ -55,6 +56,8 @@ def _resize(op: str, d: Draw, dtype: np.dtype) -> Spec:
     if mode == "cubic":
         attrs["cubic_coeff_a"] = d.pick((-0.75, -0.5))
         attrs["exclude_outside"] = d.pick((0, 1))
+    if mode != "nearest":
+        attrs["antialias"] = d.pick((0, 1))
     if transform == "tf_crop_and_resize":
         starts = [round(float(d.rng.uniform(-0.2, 0.5)), 3) if a in axes else 0.0 for a in range(rank)]
         ends = [round(float(d.rng.uniform(0.6, 1.2)), 3) if a in axes else 1.0 for a in range(rank)]
@@ -63,7 +66,8 @@ def _resize(op: str, d: Draw, dtype: np.dtype) -> Spec:
     if mode == "nearest":
         tolerance = EXACT
     else:
-        terms = TAPS[mode] ** len(axes)
+        terms = math.prod(tap_count({"mode": mode, "antialias": attrs["antialias"]}, scales[a])
+                          for a in axes)
         growth = 1.5 ** len(axes) if mode == "cubic" else 1.0
         tolerance = summed(dtype, terms, growth * max(peak(x), 1.5))
     return Spec((Operand("X", x),), attrs, tolerance)

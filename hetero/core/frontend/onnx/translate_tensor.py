@@ -246,9 +246,6 @@ def resize(ctx: NodeContext) -> None:
     x = ctx.input(0)
     rank = x.type.rank
     mode = ctx.attr("mode", "nearest")
-    if ctx.attr("antialias", 0) and mode != "nearest":
-        raise ctx.unsupported(f"Resize {mode} with antialias=1 is not supported yet; export "
-                              "with antialias=0")
     axes = ctx.attr("axes")
     if axes is None:
         axes = list(range(rank))
@@ -266,6 +263,7 @@ def resize(ctx: NodeContext) -> None:
              "nearest_mode": ctx.attr("nearest_mode", "round_prefer_floor"),
              "cubic_coeff_a": ctx.attr("cubic_coeff_a", -0.75),
              "exclude_outside": ctx.attr("exclude_outside", 0),
+             "antialias": ctx.attr("antialias", 0) if mode != "nearest" else 0,
              "extrapolation_value": ctx.attr("extrapolation_value", 0.0)}
     if transform == "tf_crop_and_resize":
         roi = _optional_static(ctx, 1, "roi")

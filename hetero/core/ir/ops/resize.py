@@ -36,6 +36,21 @@ NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "si
 TAPS = {"nearest": 2, "linear": 2, "cubic": 4}
 
 
+def antialias_start(mode: str, scale: float) -> int:
+    """The offset of the first tap from the base index when antialias widens a
+    shrinking axis's filter (onnx's ``start`` / ``i_start``); the window holds
+    ``2 - 2 * start`` taps."""
+    scale = min(scale, 1.0)
+    return int(np.floor((-1 if mode == "linear" else -2) / scale) + 1)
+
+
+def tap_count(attrs: dict[str, Any], scale: float) -> int:
+    """How many taps one output element reads along an axis of this ``scale``."""
+    if attrs["antialias"] and attrs["mode"] != "nearest":
+        return 2 - 2 * antialias_start(attrs["mode"], scale)
+    return TAPS[attrs["mode"]]
+
+
 def resized_axes(shape: tuple[int, ...], attrs: dict[str, Any]) -> list[int]:
     """The axes the op changes (onnx's reference skips the others)."""
     rank, roi = len(shape), attrs["roi"]
@@ -125,7 +140,7 @@ def axis_taps(n: int, out: int, scale: float, attrs: dict[str, Any], roi: tuple[
     y = np.arange(out, dtype=np.float64)
     x = source_coordinate(y, n, out, scale, transform, roi, attrs["roi_dtype"])
     outside = (x < 0) | (x > n - 1) if transform == "tf_crop_and_resize" else None
-    taps = TAPS[mode]
+    taps = tap_count(attrs, scale)
     pad = (taps + 1) // 2
     floor = np.floor(x)
     ratio = np.where(x == floor, 1.0, x - floor)
@@ -138,7 +153,9 @@ def axis_taps(n: int, out: int, scale: float, attrs: dict[str, Any], roi: tuple[
         after = _nearest_after(ratio, attrs["nearest_mode"], scale)
         chosen = np.where(after, index[:, 1], index[:, 0])
         return np.clip(chosen, 0, n - 1).astype(np.int64)[:, None], None, outside
-    if mode == "linear":
+    if attrs["antialias"]:
+        weights = _antialias_weights(ratio, mode, scale, attrs["cubic_coeff_a"])
+    elif mode == "linear":
         weights = np.stack([1 - ratio, ratio], axis=1)
     else:
         weights = np.stack(cubic_weights(ratio, attrs["cubic_coeff_a"]), axis=1)
@@ -147,6 +164,25 @@ def axis_taps(n: int, out: int, scale: float, attrs: dict[str, Any], roi: tuple[
         total = weights.sum(axis=1, keepdims=True)
         weights = weights / np.where(total == 0, 1.0, total)
     return np.clip(index, 0, n - 1).astype(np.int64), weights, outside
+
+
+def _antialias_weights(ratio: np.ndarray, mode: str, scale: float, a: float) -> np.ndarray:
+    """The widened filter's weights ``(out, taps)``, normalised (onnx's antialias coefficients)."""
+    start = antialias_start(mode, scale)
+    scale = min(scale, 1.0)
+    offsets = np.arange(start, 2 - start, dtype=np.float64)
+    if mode == "linear":
+        weights = np.clip(1 - np.abs((offsets[None, :] - ratio[:, None]) * scale), 0, 1)
+    else:
+        d = np.abs(scale * (offsets[None, :] - ratio[:, None]))
+        d2 = d * d
+        d3 = d * d2
+        weights = np.where(d <= 1, (a + 2) * d3 - (a + 3) * d2 + 1,
+                           np.where(d < 2, a * d3 - 5 * a * d2 + 8 * a * d - 4 * a, 0.0))
+    total = weights[:, 0].copy()
+    for k in range(1, weights.shape[1]):
+        total = total + weights[:, k]
+    return weights / total[:, None]
 
 
 def _nearest_after(ratio: np.ndarray, nearest_mode: str, scale: float) -> np.ndarray:
@@ -193,7 +229,7 @@ def _reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]
 def _flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
     if attrs["mode"] == "nearest":
         return 0
-    taps = TAPS[attrs["mode"]] ** len(resized_axes(ins[0].shape, attrs))
+    taps = math.prod(tap_count(attrs, attrs["scales"][a]) for a in resized_axes(ins[0].shape, attrs))
     return 2 * taps * outs[0].size
 
 
@@ -209,6 +245,8 @@ register(OpDef(
         "nearest_mode": Attr("str", "round_prefer_floor", "nearest's rounding; simple is "
                                                           "Resize-10's (ceil shrinking, floor growing)"),
         "cubic_coeff_a": Attr("float", -0.75, "the cubic convolution's a"),
+        "antialias": Attr("int", 0, "1: linear and cubic widen their filter by 1 / scale on a "
+                                    "shrinking axis (more taps, normalised weights)"),
         "exclude_outside": Attr("int", 0, "1: taps outside the input weigh 0, the rest renormalised"),
         "extrapolation_value": Attr("float", 0.0, "tf_crop_and_resize's value outside the input"),
         "roi": Attr("floats", None, "tf_crop_and_resize's region: every start, then every end, "
