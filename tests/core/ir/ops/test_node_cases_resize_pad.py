@@ -99,3 +99,32 @@ def test_opsets_before_11_keep_asymmetric_coordinates(op: str, opset: int, mode:
     np.testing.assert_allclose(hetero.run_reference(graph, {"x": x})["y"], want, rtol=1e-6, atol=1e-6)
     compiled = hetero.compile(graph, targets=["llvm_cpu"]).run({"x": x})["y"]
     np.testing.assert_allclose(compiled, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 18, 19])
+@pytest.mark.parametrize("mode, transform, by_sizes", [
+    ("linear", "half_pixel", False), ("nearest", "align_corners", True),
+    ("cubic", "asymmetric", False), ("linear", "tf_crop_and_resize", True)])
+def test_opsets_11_on_match_onnxruntime(opset: int, mode: str, transform: str, by_sizes: bool) -> None:
+    """roi, scales and sizes inputs as each opset spells them (an empty scales beside sizes)."""
+    from onnx import TensorProto, helper
+
+    from oracle import run_model
+
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([0, 0, 0.1, 0.2, 1, 1, 0.8, 1.1], np.float32), "roi")]
+    if by_sizes:
+        inits += [numpy_helper.from_array(np.array([], np.float32), "scales"),
+                  numpy_helper.from_array(np.array([1, 2, 7, 4], np.int64), "sizes")]
+    else:
+        inits.append(numpy_helper.from_array(np.array([1, 1, 1.5, 0.7], np.float32), "scales"))
+    node = helper.make_node("Resize", ["x"] + [t.name for t in inits], ["y"], mode=mode,
+                            coordinate_transformation_mode=transform)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 7, 4])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    want = run_model(model, {"x": x})[0]
+    compiled = hetero.compile(hetero.load_onnx(model), targets=["llvm_cpu"]).run({"x": x})["y"]
+    np.testing.assert_allclose(compiled, want, rtol=1e-5, atol=1e-5)
