@@ -7,6 +7,8 @@ the differences between 13 and the newest opset onnx knows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import onnx
 from onnx import version_converter
 
@@ -48,6 +50,8 @@ def upgrade(source: Source, version: int) -> None:
     if version >= UPGRADE_TO:
         return
     flatten_old_hardmax(source.model)
+    if version < 11:
+        switch_off_old_onehot_negatives(source)
     old_resizes = {n.output[0] for n in source.model.graph.node
                    if n.op_type in ("Upsample", "Resize") and n.domain in DEFAULT_DOMAINS}
     try:
@@ -80,14 +84,52 @@ def pin_old_resize(model: onnx.ModelProto, outputs: set[str]) -> None:
                 onnx.helper.make_attribute("nearest_mode", "simple")])
 
 
-def flatten_old_hardmax(model: onnx.ModelProto) -> None:
-    """Rewrite each Hardmax of opset < 13 as Flatten, Hardmax over the last axis, Reshape back.
+def switch_off_old_onehot_negatives(source: Source) -> None:
+    """Give each OneHot of opset < 11 its old meaning for negative indices: an all-off row.
 
-    Below 13 Hardmax works on the input flattened to 2-D at ``axis`` (default 1); onnx's
-    version converter keeps the node as it is, which would read it with opset 13's
-    single-axis meaning (it does flatten Softmax and LogSoftmax).
+    From opset 11 a negative index counts from the end; onnx's version converter keeps
+    the node as it is, which would turn an old model's all-off rows into one-hot ones.
+    So its indices pass through ``Where(indices < 0, depth, indices)`` first: ``depth``
+    is out of range under either meaning. The Cast to the indices' type needs that
+    type, which onnx's inference (without data propagation) gives.
     """
-    taken = {v for n in model.graph.node for v in (*n.input, *n.output)}
+    model = source.model
+    olds = [n.op_type == "OneHot" and n.domain in DEFAULT_DOMAINS for n in model.graph.node]
+    if not any(olds):
+        return
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info)}
+    types.update((t.name, t.data_type) for t in graph.initializer)
+    fresh = _fresh_names(model)
+    nodes = []
+    for node, old in zip(model.graph.node, olds):
+        if not old:
+            nodes.append(node)
+            continue
+        indices, depth = node.input[0], node.input[1]
+        elem = types.get(indices, onnx.TensorProto.UNDEFINED)
+        if elem == onnx.TensorProto.UNDEFINED:
+            raise ModelLoadError(
+                f"model {source.name}: OneHot {node.name or node.output[0]} of an opset-10-or-older "
+                f"model reads indices {indices!r} of a type onnx cannot infer, and hetero needs it to "
+                "keep the old meaning of negative indices; re-export the model at opset 11 or newer")
+        zero, negative = fresh(f"{indices}/zero"), fresh(f"{indices}/negative")
+        off, kept = fresh(f"{indices}/off"), fresh(f"{indices}/old_onehot")
+        nodes += [
+            onnx.helper.make_node("Sub", [indices, indices], [zero], name=fresh(f"{node.name}/zero")),
+            onnx.helper.make_node("Less", [indices, zero], [negative], name=fresh(f"{node.name}/negative")),
+            onnx.helper.make_node("Cast", [depth], [off], name=fresh(f"{node.name}/off"), to=elem),
+            onnx.helper.make_node("Where", [negative, off, indices], [kept], name=fresh(f"{node.name}/old")),
+        ]
+        node.input[0] = kept
+        nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def _fresh_names(model: onnx.ModelProto) -> Callable[[str], str]:
+    """A function giving names no value or node of ``model`` has yet."""
+    taken = {v for n in model.graph.node for v in (*n.input, *n.output, n.name)}
     taken |= {v.name for v in (*model.graph.input, *model.graph.initializer)}
 
     def fresh(base: str) -> str:
@@ -98,6 +140,17 @@ def flatten_old_hardmax(model: onnx.ModelProto) -> None:
         taken.add(name)
         return name
 
+    return fresh
+
+
+def flatten_old_hardmax(model: onnx.ModelProto) -> None:
+    """Rewrite each Hardmax of opset < 13 as Flatten, Hardmax over the last axis, Reshape back.
+
+    Below 13 Hardmax works on the input flattened to 2-D at ``axis`` (default 1); onnx's
+    version converter keeps the node as it is, which would read it with opset 13's
+    single-axis meaning (it does flatten Softmax and LogSoftmax).
+    """
+    fresh = _fresh_names(model)
     nodes = []
     for node in model.graph.node:
         if node.op_type != "Hardmax" or node.domain not in DEFAULT_DOMAINS:

@@ -205,3 +205,27 @@ def test_constant_operands_become_attributes(op: str, extra: dict[str, np.ndarra
     model = node_model(op, inputs, opset=18, constant_inputs=list(extra), **attrs)
     want = run_node(op, inputs, opset=18, constant_inputs=list(extra), **attrs)[0]
     np.testing.assert_allclose(_run_imported(model, {"x": DATA}), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("opset", "dtype"), [(9, np.int64), (10, np.int32), (9, np.float32), (11, np.int64)])
+def test_negative_onehot_indices_keep_their_opsets_meaning(opset: int, dtype: type) -> None:
+    """Below opset 11 a negative index gives an all-off row; from 11 it counts from the end.
+    The upgrade to 13 must not turn the old meaning into the new one."""
+    indices = np.array([[1, -1], [-3, 0]], dtype)
+    value = helper.make_tensor_value_info("i", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), [2, 2])
+    depth = onnx.numpy_helper.from_array(np.array(3, np.int64), "depth")
+    values = onnx.numpy_helper.from_array(np.array([0.0, 1.0], np.float32), "values")
+    model = _model([helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=-1)], [value], ["y"],
+                   opset, [depth, values])
+    got = _run_imported(model, {"i": indices})
+    rows = indices.astype(np.int64)
+    want = np.zeros((2, 2, 3), np.float32)
+    for index in np.ndindex(rows.shape):
+        k = rows[index]
+        if 0 <= k < 3 or (opset >= 11 and k >= -3):
+            want[(*index, k % 3)] = 1.0
+    np.testing.assert_array_equal(got, want)
+    if opset >= 11:
+        np.testing.assert_array_equal(got, onnx_reference(model, {"i": indices}))
+    exe = hetero.compile(model, targets=["llvm_cpu"], strict=True)
+    np.testing.assert_array_equal(exe.run({"i": indices})["y"], want)
