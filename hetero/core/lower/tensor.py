@@ -1,8 +1,8 @@
 """Lowering tensor-manipulation ops: each output element is one input element, found by an index map.
 
 Reshape-like ops (Reshape, Flatten) go through the row-major linear offset;
-Squeeze, Unsqueeze, Transpose, Expand, Slice, Split and Gather map indices axis by
-axis; Concat picks its source with a chain of selects. Shape and ConstantOfShape
+Squeeze, Unsqueeze, Transpose, Expand, Slice, Split, Gather and Pad (clamped, periodic
+or mirrored indices; constant mode selects its fill) map indices axis by axis; Concat picks its source with a chain of selects. Shape and ConstantOfShape
 write values known when the function is built. The attributes arrive canonical
 (see :mod:`hetero.core.ir.ops.tensor`): axes non-negative and sorted, Slice bounds
 clamped, so no ONNX index rule is re-derived here.

@@ -1,4 +1,4 @@
-"""Tensor-manipulation ops: reshaping, reordering, joining, splitting and indexing.
+"""Tensor-manipulation ops: reshaping, reordering, joining, splitting, indexing and padding.
 
 They move data and compute nothing, so they count no FLOPs. Every static operand
 that ONNX passes as an input (Reshape's shape, Slice's starts, Unsqueeze's axes) is
