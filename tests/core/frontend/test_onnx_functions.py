@@ -211,3 +211,17 @@ def test_hetero_inspect_counts_function_ops_as_supported() -> None:
              helper.make_node("RegexFullMatch", ["m"], ["y"], name="regex")]
     model = tiny_model(nodes, {"x": (TensorProto.FLOAT, [2, 3, 4, 5])}, ["y"])
     assert unsupported_nodes(model).nodes == {"RegexFullMatch": ["regex"]}
+
+
+def test_a_skipped_optional_input_in_the_middle(without_translators) -> None:
+    # onnx's inliner cannot build Attention's context-dependent body when the node skips
+    # attn_mask but passes past_key/past_value; the schema builds it and the inliner
+    # inlines it as a local function.
+    without_translators("Attention")
+    q, k, v = (rng.standard_normal((1, 2, 3, 4)).astype(np.float32) for _ in range(3))
+    past_k, past_v = (rng.standard_normal((1, 2, 2, 4)).astype(np.float32) for _ in range(2))
+    node = helper.make_node("Attention", ["q", "k", "v", "", "past_k", "past_v"],
+                            ["y", "present_k", "present_v"], name="attn")
+    graph = check([node], {"q": q, "k": k, "v": v, "past_k": past_k, "past_v": past_v},
+                  outputs=("y", "present_k", "present_v"), opset=23, rtol=1e-4)
+    assert "Attention" not in ops(graph)

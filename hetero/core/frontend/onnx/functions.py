@@ -272,9 +272,8 @@ class _Expander:
         try:
             inlined = inliner.inline_selected_functions(
                 wrapper, [("", node.op_type)], inline_schema_functions=True)
-        except Exception as exc:  # onnx's C++ raises bare RuntimeErrors
-            raise _Refused(f"onnx's inliner could not expand its function body ({reason(exc)})"
-                           ) from None
+        except Exception:  # noqa: BLE001 - onnx's C++ raises bare RuntimeErrors
+            inlined = self._inline_built(wrapper)
         body = list(inlined.graph.node)
         if len(body) == 1 and body[0].op_type == node.op_type:
             raise _Refused("onnx gives no function body for its attributes and input types "
@@ -282,6 +281,35 @@ class _Expander:
         if any(expandable(n, self.opset, self.translated) for n in body):
             self._learn_types(inlined)
         return self._renamed(body, set(inputs) | set(outputs), _base(node))
+
+    def _inline_built(self, wrapper: onnx.ModelProto) -> onnx.ModelProto:
+        """The wrapper's call inlined from a body built here and made a model-local function.
+
+        onnx's inliner cannot build a context-dependent body for a node that skips an
+        optional input in the middle (it asks for the type of ""); the schema can, given
+        an empty type for it, and the inliner then inlines that body as a local function.
+        """
+        call = wrapper.graph.node[0]
+        schema = schema_of(call, self.opset)
+        body = static_body(schema, self.opset) if schema is not None else None
+        try:
+            if body is None and schema is not None and has_body(schema, self.opset):
+                types = [self.types.get(v, onnx.TypeProto()).SerializeToString() if v
+                         else onnx.TypeProto().SerializeToString() for v in call.input]
+                body = onnx.FunctionProto()
+                body.ParseFromString(schema.get_context_dependent_function_with_opset_version(
+                    self.opset, call.SerializeToString(), types))
+            if body is None:
+                raise _Refused("onnx gives no function body for it")
+            body.domain = call.domain = _LOCAL_DOMAIN
+            wrapper.functions.append(body)
+            wrapper.opset_import.append(helper.make_opsetid(_LOCAL_DOMAIN, 1))
+            return inliner.inline_local_functions(wrapper)
+        except _Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnx's C++ raises bare RuntimeErrors
+            raise _Refused(f"onnx's inliner could not expand its function body ({reason(exc)})"
+                           ) from None
 
     def _learn_types(self, model: onnx.ModelProto) -> None:
         """Add the types onnx infers for ``model``'s values (a context-dependent body needs
@@ -320,6 +348,9 @@ class _Expander:
             described.append(f"{name}: {'unknown' if t is None else _type_text(t)}")
         return ", ".join(described) or "no inputs"
 
+
+#: The domain a body built here is given as a model-local function while it is inlined.
+_LOCAL_DOMAIN = "hetero.function_body"
 
 #: The suffix onnx's inliner gives the values of each body it inlines (``X_RM__1``).
 _INLINER_SUFFIX = re.compile(r"__\d+$")
