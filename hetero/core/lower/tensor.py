@@ -257,11 +257,18 @@ def _pad_source(o: Expr, n: int, begin: int, end: int, mode: str) -> tuple[Expr,
         return minimum(maximum(k, 0), size - 1) + start, inside
     if mode == "edge":
         return minimum(maximum(k, 0), size - 1) + start, None
+    # k runs over [-before, size + after): within one period of the axis, selects do
+    # what the floored mod does (and keep the loop vectorizable).
+    before, after = max(begin, 0), max(end, 0)
     if mode == "wrap":
+        if max(before, after) <= size:
+            return select(lt(k, 0), k + size, select(ge(k, size), k - size, k)) + start, None
         return k % size + start, None
     if size == 1:  # reflect
         return as_expr(start), None
     period = 2 * (size - 1)
+    if max(before, after) <= size - 1:
+        return select(lt(k, 0), -k, select(ge(k, size), period - k, k)) + start, None
     t = k % period
     return select(lt(t, size), t, period - t) + start, None
 
