@@ -36,8 +36,8 @@ def test_wrong_recorded_type_is_named() -> None:
 
 def test_unknown_op_is_named() -> None:
     g = chain()
-    g.node("t").op = "Tahn"
-    with pytest.raises(VerificationError, match=r"node t \(Tahn\).*did you mean 'Tanh'"):
+    g.node("t").op = "Tanhh"
+    with pytest.raises(VerificationError, match=r"node t \(Tanhh\).*did you mean 'Tanh'"):
         verify(g)
 
 

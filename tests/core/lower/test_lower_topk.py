@@ -57,7 +57,10 @@ def _node_cases() -> list[object]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return collect_testcases("TopK")
+        # onnx filters by op only while it first gathers its cases: once another test has
+        # gathered them all (the whole node suite does), the argument is ignored.
+        cases = collect_testcases("TopK")
+    return [c for c in cases if [n.op_type for n in c.model.graph.node] == ["TopK"]]
 
 
 @pytest.mark.parametrize("case", _node_cases(), ids=lambda c: c.name)
