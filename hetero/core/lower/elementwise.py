@@ -22,6 +22,7 @@ from hetero.core.ir.tir.expr import (
     Expr,
     Load,
     Not,
+    Var,
     binary,
     call,
     cast,
@@ -38,10 +39,21 @@ from hetero.core.ir.tir.expr import (
     ne,
     select,
 )
+from hetero.core.ir.tir.stmt import For, Stmt
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.registry import Lowering, lowers
 
 Indices = tuple[Expr, ...]
+
+
+def serial_nest(shape: Sequence[int], prefix: str, body: Callable[[Indices], Stmt]) -> Stmt:
+    """``body(i)`` inside serial loops over ``shape``, the variables named ``prefix0, ...``
+    (for stages written as loops, :func:`hetero.core.ir.tir.compute.extern`)."""
+    idx = tuple(Var(f"{prefix}{k}") for k in range(len(shape)))
+    stmt = body(idx)
+    for var, extent in reversed(list(zip(idx, shape))):
+        stmt = For(var, extent, stmt)
+    return stmt
 
 
 def compute_nd(shape: Sequence[int], fn: Callable[[Indices], Any], name: str,

@@ -25,7 +25,7 @@ from hetero.core.ir.tir.expr import (
 )
 from hetero.core.ir.tir.stmt import Allocate, For, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
-from hetero.core.lower.elementwise import Indices, compute_nd
+from hetero.core.lower.elementwise import Indices, compute_nd, serial_nest
 from hetero.core.lower.reduce import accumulator_dtype
 from hetero.core.lower.registry import lowers
 
@@ -40,14 +40,6 @@ def _wrapped(j: Expr, dim: int) -> Expr:
 def _index(t: Tensor, at: Sequence[Expr | int], dim: int) -> Expr:
     return _wrapped(t[tuple(at)], dim)
 
-
-def _nest(shape: Sequence[int], prefix: str, body: Callable[[Indices], Stmt]) -> Stmt:
-    """``body(i)`` inside serial loops over ``shape``, the variables named ``prefix0, ...``."""
-    idx = tuple(Var(f"{prefix}{k}") for k in range(len(shape)))
-    stmt = body(idx)
-    for var, extent in reversed(list(zip(idx, shape))):
-        stmt = For(var, extent, stmt)
-    return stmt
 
 
 def _combined(reduction: str, old: Expr, new: Expr) -> Expr:
@@ -67,13 +59,13 @@ def _scatter(data: Tensor, inputs: Sequence[Tensor], reduction: str, updates_sha
     ``target(u)`` combined with ``read(u)``."""
 
     def build(out: Buffer) -> Stmt:
-        copy = _nest(data.shape, f"{name}_c", lambda p: Store(out, p, data.buffer[p]))
+        copy = serial_nest(data.shape, f"{name}_c", lambda p: Store(out, p, data.buffer[p]))
 
         def update(u: Indices) -> Stmt:
             at = target(u)
             return Store(out, at, _combined(reduction, out[at], read(u)))
 
-        return seq(copy, _nest(updates_shape, f"{name}_u", update))
+        return seq(copy, serial_nest(updates_shape, f"{name}_u", update))
 
     return extern(data.shape, data.dtype, name, inputs, build)
 
@@ -269,9 +261,9 @@ def lower_cumsum(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: 
                 written = Store(out, at, cast(acc[s], x.dtype))
                 return seq(written, running) if attrs["exclusive"] else seq(running, written)
 
-            zero = _nest(post, f"{name}_z", lambda s: Store(acc, s, const(0, acc_dtype)))
-            return Allocate(acc, seq(zero, For(t, n, _nest(post, f"{name}_s", add))))
+            zero = serial_nest(post, f"{name}_z", lambda s: Store(acc, s, const(0, acc_dtype)))
+            return Allocate(acc, seq(zero, For(t, n, serial_nest(post, f"{name}_s", add))))
 
-        return _nest(pre, f"{name}_p", row)
+        return serial_nest(pre, f"{name}_p", row)
 
     return [extern(x.shape, x.dtype, name, (x,), build)]

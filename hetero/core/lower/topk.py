@@ -11,7 +11,6 @@ sorted the wrong way). The values are then ``X`` read at the indices.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ from hetero.core.ir.tir.expr import (
 )
 from hetero.core.ir.tir.stmt import For, IfThenElse, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
-from hetero.core.lower.elementwise import Indices, compute_nd
+from hetero.core.lower.elementwise import Indices, compute_nd, serial_nest
 from hetero.core.lower.registry import lowers
 
 _INT64 = np.dtype("int64")
@@ -41,13 +40,6 @@ def _comes_before(a: Expr, b: Expr, a_pos: Expr, b_pos: Expr, largest: bool) -> 
         same = logical_or(same, logical_and(a_nan, b_nan))
     return logical_or(ahead, logical_and(same, lt(a_pos, b_pos)))
 
-
-def _nest(shape: Sequence[int], prefix: str, body: Callable[[Indices], Stmt]) -> Stmt:
-    idx = tuple(Var(f"{prefix}{k}") for k in range(len(shape)))
-    stmt = body(idx)
-    for var, extent in reversed(list(zip(idx, shape))):
-        stmt = For(var, extent, stmt)
-    return stmt
 
 
 @lowers("TopK")
@@ -81,7 +73,7 @@ def lower_topk(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: li
             enters = logical_or(lt(j, k), beats(const(k - 1, _INT64)))
             return For(j, n, seq(append, IfThenElse(enters, sweep)))
 
-        return _nest(x.shape[:axis] + x.shape[axis + 1:], f"{name}_p", row)
+        return serial_nest(x.shape[:axis] + x.shape[axis + 1:], f"{name}_p", row)
 
     indices = extern(out, _INT64, name, (x,), build)
 
