@@ -23,7 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from hetero.core.frontend.onnx.budget import FOLD_MAX_ELEMENTS, check_elements
-from hetero.core.frontend.onnx.loader import node_label
+from hetero.core.frontend.onnx.loader import fresh_name, node_label
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.runtime.reference import run_node
 from hetero.errors import (
@@ -72,12 +72,7 @@ class ModelContext:
 
     def fresh(self, base: str) -> str:
         """A node or value name based on ``base`` that no ONNX name and no earlier one uses."""
-        name, k = base, 0
-        while name in self._taken:
-            k += 1
-            name = f"{base}_{k}"
-        self._taken.add(name)
-        return name
+        return fresh_name(base, self._taken)
 
     def evaluate(self, value: Value, needed_by: str) -> np.ndarray | None:
         """The array ``value`` always holds, or None if it depends on a graph input.

@@ -41,7 +41,7 @@ import onnx
 from onnx import helper, inliner
 
 from hetero.core import progress
-from hetero.core.frontend.onnx.loader import Source, node_label, reason
+from hetero.core.frontend.onnx.loader import Source, fresh_name, node_label, reason
 from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO
 from hetero.core.ir.types import TensorType
 from hetero.errors import UnsupportedOpError
@@ -222,12 +222,8 @@ class _Expander:
         self.taken.discard("")
 
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
+        """A name no value or node of the model uses yet."""
+        return fresh_name(base, self.taken)
 
     def expand(self, node: onnx.NodeProto, depth: int) -> list[onnx.NodeProto]:
         """``node``'s body, nested function ops expanded, named after ``node``."""

@@ -107,6 +107,17 @@ def all_tensors(graph: onnx.GraphProto) -> Iterator[tuple[str, onnx.TensorProto]
                     yield from all_tensors(g)
 
 
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or the first of ``base_1``, ``base_2``, ... that ``taken`` lacks; the name
+    chosen joins ``taken``, so each call gives a new one."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
 def node_label(node: onnx.NodeProto) -> str:
     """How messages name an ONNX node: its name, or its first output when it has none."""
     if node.name:

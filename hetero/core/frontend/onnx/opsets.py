@@ -12,7 +12,7 @@ from collections.abc import Callable
 import onnx
 from onnx import version_converter
 
-from hetero.core.frontend.onnx.loader import Source, reason
+from hetero.core.frontend.onnx.loader import Source, fresh_name, reason
 from hetero.errors import ModelLoadError
 
 #: The oldest opset hetero imports.
@@ -131,16 +131,7 @@ def _fresh_names(model: onnx.ModelProto) -> Callable[[str], str]:
     """A function giving names no value or node of ``model`` has yet."""
     taken = {v for n in model.graph.node for v in (*n.input, *n.output, n.name)}
     taken |= {v.name for v in (*model.graph.input, *model.graph.initializer)}
-
-    def fresh(base: str) -> str:
-        name, k = base, 0
-        while name in taken:
-            k += 1
-            name = f"{base}_{k}"
-        taken.add(name)
-        return name
-
-    return fresh
+    return lambda base: fresh_name(base, taken)
 
 
 def flatten_old_hardmax(model: onnx.ModelProto) -> None:
