@@ -109,7 +109,7 @@ def _batch_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
                 rounded(dtype, 8, magnitude + peak(bias)))
 
 
-@generates(("LayerNormalization",), FLOATS)
+@generates(("LayerNormalization",), FLOATS + ("float64",))
 def _layer_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
     s = shape(d, 1, 3, dim_hi=5, dim_lo=2)
     axis = d.integer(-len(s), len(s) - 1)
@@ -126,7 +126,9 @@ def _layer_norm(op: str, d: Draw, dtype: np.dtype) -> Spec:
                 None if bias is None else Operand("bias", bias, constant=True))
     # Mean and variance are sums of `size` terms; the centred values are at most 3/std.
     tolerance = summed(dtype, 2 * size + 8, 3.0 * size * peak(scale) + peak(bias), ulps=8)
-    return Spec(operands, {"axis": axis, "epsilon": d.pick((1e-5, 1e-3))}, tolerance)
+    # statistics=1 adds each row's mean and 1/std (float32, at most 1/std of 1 here).
+    attrs = {"axis": axis, "epsilon": d.pick((1e-5, 1e-3)), "statistics": d.pick((0, 1))}
+    return Spec(operands, attrs, tolerance)
 
 
 @generates(("LRN",), FLOATS)

@@ -116,7 +116,13 @@ def lower_layer_norm(inputs: list[Tensor | None], attrs: dict[str, Any],
             y = y + cast(broadcast_load(bias, idx), acc)
         return cast(y, x.dtype)
 
-    return [compute_nd(x.shape, element, names[0])]
+    y = compute_nd(x.shape, element, names[0])
+    if not attrs["statistics"]:
+        return [y]
+    stash = attrs["stash_type"]
+    mean_out = compute_nd(row_shape, lambda idx: cast(mean[idx], stash), names[1])
+    inv_std = compute_nd(row_shape, lambda idx: cast(const(1.0, acc) / std[idx], stash), names[2])
+    return [y, mean_out, inv_std]
 
 
 # -- matrix products and softmax -------------------------------------------------------

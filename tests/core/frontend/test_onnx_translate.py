@@ -126,12 +126,25 @@ def test_batchnorm_with_unused_training_outputs() -> None:
         hetero.load_onnx(used)
 
 
-def test_layernorm_extra_outputs() -> None:
+@pytest.mark.parametrize("outputs", [("y",), ("y", "mean"), ("y", "mean", "inv_std")])
+def test_layernorm_extra_outputs(outputs: tuple[str, ...]) -> None:
     feeds, consts = {"x": f32(2, 3, 8)}, {"s": f32(8), "b": f32(8)}
-    ln = node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv_std"], axis=-1)
-    compare([ln], feeds, consts=consts, opset=17)
-    with pytest.raises(UnsupportedOpError, match="'mean'"):
-        hetero.load_onnx(make([ln], feeds, ["y", "mean"], consts, opset=17))
+    ln = node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv_std"], axis=1)
+    graph = compare([ln], feeds, outputs, consts=consts, opset=17)
+    # The statistics are computed only when something reads them.
+    assert len(graph.nodes[0].outputs) == (1 if outputs == ("y",) else 3)
+
+
+def test_layernorm_statistics_are_float_for_float16() -> None:
+    x = f32(2, 3, 8).astype(np.float16)
+    ln = node("LayerNormalization", ["x", "s"], ["y", "mean", "inv_std"], axis=-1)
+    model = make([ln], {"x": x}, ["y", "mean", "inv_std"], {"s": f32(8).astype(np.float16)},
+                 opset=17)
+    ours = hetero.run_reference(hetero.load_onnx(model), {"x": x})
+    for name, expected in zip(("y", "mean", "inv_std"), run_model(model, {"x": x})):
+        assert ours[name].dtype == expected.dtype, name
+        np.testing.assert_allclose(ours[name], expected, rtol=2e-3, atol=2e-3, err_msg=name)
+    assert ours["mean"].dtype == np.float32
 
 
 def test_lrn() -> None:

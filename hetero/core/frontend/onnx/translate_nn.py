@@ -120,11 +120,25 @@ def batch_norm(ctx: NodeContext) -> None:
     ctx.emit("BatchNormalization", [x, *params], merge_attrs(ctx, ["epsilon"]))
 
 
+#: LayerNormalization's stash_type (ONNX's U: float or bfloat16) as a dtype.
+_STASH_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.BFLOAT16: "bfloat16"}
+
+
 @translates("LayerNormalization")
 def layer_norm(ctx: NodeContext) -> None:
-    _refuse_used_outputs(ctx, 1, "the mean or inverse standard deviation")
+    """LayerNormalization; its Mean and InvStdDev are computed only when a node reads them."""
     attrs = merge_attrs(ctx, ["axis", "epsilon"])
-    ctx.emit("LayerNormalization", [ctx.input(0), ctx.input(1), ctx.optional_input(2)], attrs)
+    inputs = [ctx.input(0), ctx.input(1), ctx.optional_input(2)]
+    if not (ctx.output_used(1) or ctx.output_used(2)):
+        ctx.emit("LayerNormalization", inputs, attrs)
+        return
+    stash = ctx.attr("stash_type", onnx.TensorProto.FLOAT)
+    if stash not in _STASH_TYPES:
+        raise ctx.unsupported(
+            f"stash_type {stash} is not float (1) or bfloat16 (16), the types ONNX allows "
+            "for Mean and InvStdDev")
+    attrs.update(statistics=1, stash_type=_STASH_TYPES[stash])
+    ctx.emit("LayerNormalization", inputs, attrs, n_outputs=3)
 
 
 def _refuse_blocked(ctx: NodeContext) -> None:

@@ -120,7 +120,14 @@ def _layer_norm_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[Tens
                 f"LayerNormalization {name} {t} does not broadcast to the normalised "
                 f"shape {list(normalized)} (X {x}, axis {attrs['axis']})"
             )
-    return [x]
+    if attrs["statistics"] not in (0, 1):
+        raise OpAttributeError(
+            f"LayerNormalization statistics must be 0 or 1, got {attrs['statistics']}")
+    if not attrs["statistics"]:
+        return [x]
+    require_float(TensorType((), attrs["stash_type"]), "LayerNormalization stash_type")
+    row = TensorType(x.shape[:attrs["axis"]] + (1,) * len(normalized), attrs["stash_type"])
+    return [x, row, row]
 
 
 def _layer_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
@@ -128,12 +135,17 @@ def _layer_norm_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndar
     b = ins[2] if len(ins) > 2 else None
     axes = tuple(range(attrs["axis"], x.ndim))
     x64 = x.astype(_ACC)
-    centred = x64 - x64.mean(axis=axes, keepdims=True)
+    mean = x64.mean(axis=axes, keepdims=True)
+    centred = x64 - mean
     variance = np.square(centred).mean(axis=axes, keepdims=True)
-    y = centred / np.sqrt(variance + attrs["epsilon"]) * scale.astype(_ACC)
+    std = np.sqrt(variance + attrs["epsilon"])
+    y = centred / std * scale.astype(_ACC)
     if b is not None:
         y = y + b.astype(_ACC)
-    return [y.astype(x.dtype)]
+    if not attrs["statistics"]:
+        return [y.astype(x.dtype)]
+    stash = attrs["stash_type"]
+    return [y.astype(x.dtype), mean.astype(stash), (1.0 / std).astype(stash)]
 
 
 def _layer_norm_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
@@ -143,13 +155,18 @@ def _layer_norm_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict
 
 
 register(OpDef(
-    "LayerNormalization", ("X", "Scale", "B?"), ("Y",), _layer_norm_infer, _layer_norm_reference,
+    "LayerNormalization", ("X", "Scale", "B?"), ("Y", "Mean?", "InvStdDev?"),
+    _layer_norm_infer, _layer_norm_reference,
     attrs={
         "axis": Attr("int", -1, "first normalised axis; normalises over [axis, rank)"),
         "epsilon": Attr("float", 1e-5, "added to the variance"),
+        "statistics": Attr("int", 0, "1: also output each row's Mean and InvStdDev"),
+        "stash_type": Attr("dtype", np.dtype("float32"), "the float dtype of Mean and InvStdDev"),
     },
     flops=_layer_norm_flops, complete=_complete_axis,
-    doc="(x - mean) / sqrt(var + epsilon) * Scale + B over axes [axis, rank) (one output)",
+    doc="(x - mean) / sqrt(var + epsilon) * Scale + B over axes [axis, rank); with "
+        "statistics=1 also the mean and 1 / sqrt(var + epsilon) of each row, shaped as X "
+        "with the normalised axes kept as 1, in stash_type",
 ))
 
 
