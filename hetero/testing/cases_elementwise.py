@@ -232,9 +232,14 @@ def _arithmetic(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return Spec((Operand("a", a), Operand("b", b)), {}, tolerance)
 
 
-@generates(("Pow",), FLOATS)
+@generates(("Pow",), NUMERIC)
 def _pow(op: str, d: Draw, dtype: np.dtype) -> Spec:
     sa, sb = broadcast_shapes(d, 2)
+    if dtype.kind in "iu":  # powers that stay inside the dtype; negative exponents too
+        small = dtype.itemsize == 1
+        a = integers(d, sa, dtype, 0 if dtype.kind == "u" else (-2 if small else -5), 3 if small else 5)
+        b = integers(d, sb, dtype, 0 if dtype.kind == "u" else -2, 5 if small else 8)
+        return Spec((Operand("a", a), Operand("b", b)), {}, EXACT)
     a, b = uniform(d, sa, dtype, 0.5, 2.0), uniform(d, sb, dtype, -2.0, 2.0)
     return Spec((Operand("a", a), Operand("b", b)), {}, rounded(dtype, _TRANSCENDENTAL_ULPS, 1.0))
 

@@ -60,8 +60,20 @@ def gelu(ctx: NodeContext) -> None:
 
 @translates("Pow")
 def power(ctx: NodeContext) -> None:
-    """Pow; ONNX lets the exponent have its own dtype, the canonical op does not."""
+    """Pow; ONNX lets the exponent have its own dtype, the canonical op does not.
+
+    An integer base with a float exponent is raised in float64 and truncated back, as
+    onnx's reference (numpy's promotion) and onnxruntime do: 3 ** 1.5 is 5, not 3 ** 1.
+    """
     base, exponent = ctx.input(0), ctx.input(1)
+    if base.dtype.kind in "iu" and exponent.dtype.kind not in "iu":
+        wide = np.dtype(np.float64)
+        base_wide = ctx.add("Cast", [base], {"to": wide}, "base_wide")
+        if exponent.dtype != wide:
+            exponent = ctx.add("Cast", [exponent], {"to": wide}, "exponent_wide")
+        power = ctx.add("Pow", [base_wide, exponent], purpose="power_wide")
+        ctx.emit("Cast", [power], {"to": base.dtype})
+        return
     if exponent.dtype != base.dtype:
         exponent = ctx.add("Cast", [exponent], {"to": base.dtype}, "exponent")
     ctx.emit("Pow", [base, exponent])
@@ -98,13 +110,26 @@ def mean(ctx: NodeContext) -> None:
 @translates("Clip")
 def clip(ctx: NodeContext) -> None:
     """Clip; its optional bound inputs become attributes (older attribute bounds were
-    turned into inputs by the opset upgrade)."""
-    attrs = {}
+    turned into inputs by the opset upgrade). A bound computed at run time changes no
+    shape, so it stays an operand: Max with the lower bound, then Min with the upper,
+    which is Clip's definition (a lower bound above the upper gives the upper)."""
+    attrs, late = {}, []
     for i, bound in ((1, "min"), (2, "max")):
-        value = ctx.static(i, bound)
-        if value is not None:
+        if not ctx.has_input(i):
+            continue
+        value = ctx.model.evaluate(ctx.input(i), f"{ctx.label}: its {bound} input")
+        if value is None:
+            late.append(("Max" if bound == "min" else "Min", ctx.input(i)))
+        else:
             attrs[bound] = float(value)
-    ctx.emit("Clip", [ctx.input(0)], attrs)
+    steps = ([("Clip", None)] if attrs or not late else []) + late
+    x = ctx.input(0)
+    for k, (op, bound) in enumerate(steps):
+        operands = [x] if bound is None else [x, bound]
+        if k == len(steps) - 1:
+            ctx.emit(op, operands, attrs if op == "Clip" else None)
+        else:
+            x = ctx.add(op, operands, attrs if op == "Clip" else None)
 
 
 @translates("Cast")
@@ -118,19 +143,22 @@ def cast(ctx: NodeContext) -> None:
 
 @translates("Dropout")
 def dropout(ctx: NodeContext) -> None:
-    """Inference-mode Dropout: the identity. Training mode and a used mask are refused."""
+    """Dropout in inference mode, or in training mode with ratio 0: the identity, whose
+    mask output is all true. Training mode with another ratio is refused."""
     training = ctx.static(2, "training_mode")
     if training is not None and bool(np.asarray(training).item()):
-        raise ctx.unsupported(
-            "training_mode is true; hetero compiles for inference, where Dropout is the "
-            "identity: export the model in eval mode"
-        )
-    if ctx.output_used(1):
-        raise ctx.unsupported(
-            f"its mask output {ctx.node.output[1]!r} is used; hetero's Dropout is the "
-            "inference-mode identity and has no mask: export the model in eval mode"
-        )
+        ratio = ctx.static(1, "ratio")
+        ratio = 0.5 if ratio is None else float(np.asarray(ratio).item())
+        if ratio != 0.0:
+            raise ctx.unsupported(
+                f"training_mode is true with ratio {ratio}; hetero compiles for inference, "
+                "where Dropout is the identity: export the model in eval mode"
+            )
     ctx.emit("Dropout", [ctx.input(0)])
+    if ctx.output_used(1):
+        mask = np.ones(ctx.input(0).shape, dtype=bool)
+        name = ctx.node.output[1]
+        ctx.model.values[name] = ctx.model.graph.add_constant(mask, name)
 
 
 @translates("Constant")

@@ -148,7 +148,20 @@ _binary("Add", np.add, _ANY, doc="a + b")
 _binary("Sub", np.subtract, _ANY, doc="a - b")
 _binary("Mul", np.multiply, _ANY, doc="a * b")
 _binary("Div", _int_div, _ANY, doc="a / b (integers truncate toward zero)")
-_binary("Pow", np.power, FLOAT_DTYPES, doc="a ** b")
+def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        # Integers wrap; a negative exponent gives trunc(1 / a**-b): 0 unless |a| is 1
+        # (numpy refuses negative integer exponents, ONNX leaves them to the kernel).
+        a, b = np.broadcast_arrays(a, b)
+        positive = np.power(a, np.maximum(b, 0))
+        odd = (b % 2 != 0).astype(a.dtype)
+        recip = np.where(a == 1, 1, np.where(a == -1, 1 - 2 * odd, 0)) if a.dtype.kind == "i" \
+            else (a == 1).astype(a.dtype)
+        return np.where(b < 0, recip, positive).astype(a.dtype)
+    return np.power(a, b)
+
+
+_binary("Pow", _power, _ANY, doc="a ** b (integers wrap; a negative integer exponent truncates 1 / a**-b)")
 _binary("Max", np.maximum, _ANY, doc="elementwise maximum")
 _binary("Min", np.minimum, _ANY, doc="elementwise minimum")
 _binary("Equal", np.equal, _ANY + _BOOL, np.dtype(bool), doc="a == b")
