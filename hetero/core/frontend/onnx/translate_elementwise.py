@@ -110,26 +110,13 @@ def mean(ctx: NodeContext) -> None:
 @translates("Clip")
 def clip(ctx: NodeContext) -> None:
     """Clip; its optional bound inputs become attributes (older attribute bounds were
-    turned into inputs by the opset upgrade). A bound computed at run time changes no
-    shape, so it stays an operand: Max with the lower bound, then Min with the upper,
-    which is Clip's definition (a lower bound above the upper gives the upper)."""
-    attrs, late = {}, []
+    turned into inputs by the opset upgrade)."""
+    attrs = {}
     for i, bound in ((1, "min"), (2, "max")):
-        if not ctx.has_input(i):
-            continue
-        value = ctx.model.evaluate(ctx.input(i), f"{ctx.label}: its {bound} input")
-        if value is None:
-            late.append(("Max" if bound == "min" else "Min", ctx.input(i)))
-        else:
+        value = ctx.static(i, bound)
+        if value is not None:
             attrs[bound] = float(value)
-    steps = ([("Clip", None)] if attrs or not late else []) + late
-    x = ctx.input(0)
-    for k, (op, bound) in enumerate(steps):
-        operands = [x] if bound is None else [x, bound]
-        if k == len(steps) - 1:
-            ctx.emit(op, operands, attrs if op == "Clip" else None)
-        else:
-            x = ctx.add(op, operands, attrs if op == "Clip" else None)
+    ctx.emit("Clip", [ctx.input(0)], attrs)
 
 
 @translates("Cast")
@@ -143,22 +130,19 @@ def cast(ctx: NodeContext) -> None:
 
 @translates("Dropout")
 def dropout(ctx: NodeContext) -> None:
-    """Dropout in inference mode, or in training mode with ratio 0: the identity, whose
-    mask output is all true. Training mode with another ratio is refused."""
+    """Inference-mode Dropout: the identity. Training mode and a used mask are refused."""
     training = ctx.static(2, "training_mode")
     if training is not None and bool(np.asarray(training).item()):
-        ratio = ctx.static(1, "ratio")
-        ratio = 0.5 if ratio is None else float(np.asarray(ratio).item())
-        if ratio != 0.0:
-            raise ctx.unsupported(
-                f"training_mode is true with ratio {ratio}; hetero compiles for inference, "
-                "where Dropout is the identity: export the model in eval mode"
-            )
-    ctx.emit("Dropout", [ctx.input(0)])
+        raise ctx.unsupported(
+            "training_mode is true; hetero compiles for inference, where Dropout is the "
+            "identity: export the model in eval mode"
+        )
     if ctx.output_used(1):
-        mask = np.ones(ctx.input(0).shape, dtype=bool)
-        name = ctx.node.output[1]
-        ctx.model.values[name] = ctx.model.graph.add_constant(mask, name)
+        raise ctx.unsupported(
+            f"its mask output {ctx.node.output[1]!r} is used; hetero's Dropout is the "
+            "inference-mode identity and has no mask: export the model in eval mode"
+        )
+    ctx.emit("Dropout", [ctx.input(0)])
 
 
 @translates("Constant")
