@@ -28,6 +28,7 @@ from hetero.testing.cases_base import (
     generates,
     integers,
     peak,
+    rounded,
     shape,
     summed,
     values,
@@ -250,3 +251,17 @@ def _cumsum(op: str, d: Draw, dtype: np.dtype) -> Spec:
     attrs = {"axis": _maybe_negative(d, axis, x.ndim), "exclusive": d.pick((0, 1)),
              "reverse": d.pick((0, 1))}
     return Spec((Operand("x", x),), attrs, exact_or(dtype, lambda: summed(dtype, n, n * peak(x))))
+
+
+@generates(("CumProd",), ("float32", "float16", "int32", "int64"))
+def _cumprod(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    # Integer products of up to 6 values within ±100 wrap around in int32, as they must.
+    x = values(d, shape(d, 1, 3, 6), dtype)
+    if dtype.kind == "f":  # magnitudes near 1 keep a row's products within float16's range
+        x = (np.sign(x) * d.rng.uniform(0.5, 2.0, x.shape)).astype(dtype)
+    axis = d.integer(0, x.ndim - 1)
+    n = x.shape[axis]
+    attrs = {"axis": _maybe_negative(d, axis, x.ndim), "exclusive": d.pick((0, 1)),
+             "reverse": d.pick((0, 1))}
+    # A product of n rounded factors: within n + 1 roundings, relative (no cancellation).
+    return Spec((Operand("x", x),), attrs, exact_or(dtype, lambda: rounded(dtype, n + 2)))

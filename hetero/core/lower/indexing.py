@@ -1,12 +1,12 @@
 """Lowering the indexing ops (meanings: :mod:`hetero.core.ir.ops.indexing`).
 
 Gathers, tiles, triangles and block rearrangements map each output element to one
-input element. Scatters and CumSum are serial by nature, so each is a stage written
+input element. Scatters, CumSum and CumProd are serial by nature, so each is a stage written
 as statements (:func:`hetero.core.ir.tir.compute.extern`): a scatter copies ``data``
 and then applies the updates one after another in the reference's order (so repeated
 targets combine, or the last one wins, exactly as there), in time linear in the data
-and the updates; CumSum walks its axis once per row, carrying the running sums in
-:func:`accumulator_dtype`.
+and the updates; CumSum and CumProd walk their axis once per row, carrying the running
+sums (products) in :func:`accumulator_dtype`.
 
 Every index read from a tensor is wrapped (negative counts from the end) and clamped
 into range, so no access leaves its buffer; indices out of range are an error checked
@@ -237,11 +237,18 @@ def lower_reverse_sequence(inputs: list[Tensor | None], attrs: dict[str, Any],
     return [compute_nd(x.shape, element, names[0], x.dtype)]
 
 
-@lowers("CumSum")
-def lower_cumsum(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
-                 names: list[str]) -> list[Tensor]:
+def _lower_cumulative(product: bool) -> Callable[..., list[Tensor]]:
+    def lower(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+              names: list[str]) -> list[Tensor]:
+        return _cumulative(inputs, attrs, names, product)
+
+    return lower
+
+
+def _cumulative(inputs: list[Tensor | None], attrs: dict[str, Any], names: list[str],
+                product: bool) -> list[Tensor]:
     """Each row along the axis walked once (backwards when ``reverse``), the running sums
-    of the trailing positions kept in an accumulator row."""
+    (products) of the trailing positions kept in an accumulator row."""
     x = inputs[0]
     assert x is not None
     axis, n, name = attrs["axis"], x.shape[attrs["axis"]], names[0]
@@ -257,13 +264,19 @@ def lower_cumsum(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: 
 
             def add(s: Indices) -> Stmt:
                 at = p + (step,) + s[:trailing]
-                running = Store(acc, s, acc[s] + cast(x.buffer[at], acc_dtype))
+                term = cast(x.buffer[at], acc_dtype)
+                running = Store(acc, s, acc[s] * term if product else acc[s] + term)
                 written = Store(out, at, cast(acc[s], x.dtype))
                 return seq(written, running) if attrs["exclusive"] else seq(running, written)
 
-            zero = serial_nest(post, f"{name}_z", lambda s: Store(acc, s, const(0, acc_dtype)))
-            return Allocate(acc, seq(zero, For(t, n, serial_nest(post, f"{name}_s", add))))
+            identity = const(int(product), acc_dtype)
+            start = serial_nest(post, f"{name}_z", lambda s: Store(acc, s, identity))
+            return Allocate(acc, seq(start, For(t, n, serial_nest(post, f"{name}_s", add))))
 
         return serial_nest(pre, f"{name}_p", row)
 
     return [extern(x.shape, x.dtype, name, (x,), build)]
+
+
+lowers("CumSum")(_lower_cumulative(product=False))
+lowers("CumProd")(_lower_cumulative(product=True))

@@ -2,7 +2,7 @@
 :mod:`hetero.core.ir.ops.indexing`).
 
 Operands that fix an output's shape or an op's structure (Tile's repeats, Trilu's k,
-CumSum's axis, OneHot's depth, Range's three scalars) are ONNX inputs and canonical
+CumSum's and CumProd's axis, OneHot's depth, Range's three scalars) are ONNX inputs and canonical
 attributes: each is evaluated with :meth:`NodeContext.static` and must be constant.
 Range has no canonical op: its output is known at import, so it becomes a constant.
 Models below opset 13 arrive upgraded to 13 (:mod:`.opsets`); the differences after
@@ -61,13 +61,13 @@ def trilu(ctx: NodeContext) -> None:
     ctx.emit("Trilu", [ctx.input(0)], {"upper": ctx.attr("upper", 1), "k": k[0] if k else 0})
 
 
-@translates("CumSum")
-def cumsum(ctx: NodeContext) -> None:
+@translates("CumSum", "CumProd")
+def cumulative(ctx: NodeContext) -> None:
     axis = ctx.static_ints(1, "axis")
     if axis is None or len(axis) != 1:
         raise ShapeError(f"{ctx.label}: its axis input must hold one integer, got {axis}")
     attrs = {"axis": axis[0], "exclusive": ctx.attr("exclusive", 0), "reverse": ctx.attr("reverse", 0)}
-    ctx.emit("CumSum", [ctx.input(0)], attrs)
+    ctx.emit(ctx.op_type, [ctx.input(0)], attrs)
 
 
 @translates("OneHot")

@@ -1,13 +1,13 @@
 """Indexing and data-movement ops: gathers and scatters by index tensors, tiling,
-triangles, one-hot and identity-like tensors, block rearrangements and running sums.
+triangles, one-hot and identity-like tensors, block rearrangements, running sums and products.
 
 Index tensors (GatherElements, GatherND, ScatterElements, ScatterND) are int32 or
 int64; a negative index counts from the end and one out of range is an error, never
 a clamp: each op declares ``index_bounds``, so constant indices are refused when the
 node is built and run-time ones before a backend's kernel reads with them. Scatters
 with ``reduction="none"`` and two updates for one element leave it undefined in
-ONNX; here, as in onnx's reference, the last update wins. Only CumSum computes
-(sums); the others count no FLOPs.
+ONNX; here, as in onnx's reference, the last update wins. Only CumSum and CumProd
+compute (sums, products); the others count no FLOPs.
 """
 
 from __future__ import annotations
@@ -454,35 +454,51 @@ register(OpDef(
 ))
 
 
-# -- CumSum ------------------------------------------------------------------------------
-def _cumsum_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-    if ins[0].dtype.kind not in "iuf":
-        raise ShapeError(f"CumSum needs numeric input, got {ins[0].dtype.name}")
-    return [ins[0]]
+# -- CumSum, CumProd ---------------------------------------------------------------------
+#: The running combinations: op -> (numpy's running function, its identity, what it keeps).
+CUMULATIVE = {"CumSum": (np.cumsum, 0, "sums"), "CumProd": (np.cumprod, 1, "products")}
 
 
-def _cumsum_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-    x, axis = ins[0], attrs["axis"]
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    acc = np.float64 if x.dtype.kind == "f" else x.dtype
-    y = np.cumsum(x, axis=axis, dtype=acc)
-    if attrs["exclusive"]:
-        y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.delete(y, -1, axis)], axis)
-    if attrs["reverse"]:
-        y = np.flip(y, axis)
-    return [np.array(y.astype(x.dtype))]
+def _cumulative_infer(op: str) -> Any:
+    def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        if ins[0].dtype.kind not in "iuf":
+            raise ShapeError(f"{op} needs numeric input, got {ins[0].dtype.name}")
+        return [ins[0]]
+
+    return infer
 
 
-def _cumsum_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
+def _cumulative_reference(op: str) -> Any:
+    running, identity, _ = CUMULATIVE[op]
+
+    def reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+        x, axis = ins[0], attrs["axis"]
+        if attrs["reverse"]:
+            x = np.flip(x, axis)
+        acc = np.float64 if x.dtype.kind == "f" else x.dtype
+        y = running(x, axis=axis, dtype=acc)
+        if attrs["exclusive"]:
+            first = np.full_like(np.take(y, [0], axis), identity)
+            y = np.concatenate([first, np.delete(y, -1, axis)], axis)
+        if attrs["reverse"]:
+            y = np.flip(y, axis)
+        return [np.array(y.astype(x.dtype))]
+
+    return reference
+
+
+def _cumulative_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
     return outs[0].size
 
 
-register(OpDef(
-    "CumSum", ("x",), ("y",), _cumsum_infer, _cumsum_reference,
-    attrs={"axis": Attr("int", doc="the axis summed along; canonical non-negative"),
-           "exclusive": Attr("int", 0, "1: each sum leaves out its own element"),
-           "reverse": Attr("int", 0, "1: sum from the end of the axis")},
-    flops=_cumsum_flops, complete=_axis_complete("CumSum"),
-    doc="running sums along ``axis`` (float ones accumulated in float64, rounded once)",
-))
+for _op, (_running, _identity, _kept) in CUMULATIVE.items():
+    register(OpDef(
+        _op, ("x",), ("y",), _cumulative_infer(_op), _cumulative_reference(_op),
+        attrs={"axis": Attr("int", doc="the axis combined along; canonical non-negative"),
+               "exclusive": Attr("int", 0, f"1: each result leaves out its own element "
+                                           f"(the first is {_identity})"),
+               "reverse": Attr("int", 0, "1: combine from the end of the axis")},
+        flops=_cumulative_flops, complete=_axis_complete(_op),
+        doc=f"running {_kept} along ``axis`` (float ones accumulated in float64, rounded "
+            "once; integer ones wrap around in their dtype)",
+    ))

@@ -122,6 +122,23 @@ def test_cumsum_matches_onnxruntime(exclusive: int, reverse: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_cumprod_matches_onnx_reference(exclusive: int, reverse: int, dtype: type) -> None:
+    """CumProd (opset 26) against onnx's reference; int32 products of 30 values near 100
+    wrap around, as onnx's numpy products do."""
+    x = (RNG.integers(90, 110, (3, 30)) if dtype == np.int32 else RNG.uniform(0.5, 1.5, (3, 30)))
+    x = x.astype(dtype)
+    axis = onnx.numpy_helper.from_array(np.array(1, np.int64), "axis")
+    value = helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), [3, 30])
+    node = helper.make_node("CumProd", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)
+    model = _model([node], [value], ["y"], 26, [axis])
+    want = onnx_reference(model, {"x": x})
+    np.testing.assert_allclose(_run_imported(model, {"x": x}), want, rtol=1e-6)
+    compiled = hetero.compile(hetero.load_onnx(model), targets=["llvm_cpu"])
+    np.testing.assert_allclose(compiled.run({"x": x})["y"], want, rtol=1e-5)
+
+
 def test_reverse_sequence_and_eye_like_match_onnxruntime() -> None:
     x = np.arange(12, dtype=np.int64).reshape(4, 3)
     lens = np.array([3, 0, 1, 2], np.int64)
