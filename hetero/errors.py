@@ -105,6 +105,21 @@ class DynamicShapeError(HeteroError):
     """A dimension could not be resolved to a static size."""
 
 
+class OperandInputError(DynamicShapeError):
+    """An operand hetero compiles as a constant (axes, pads, a shape, ``k``) is computed
+    from graph inputs; ``inputs`` names them. :func:`hetero.compile` answers it by
+    compiling once per distinct value of those inputs (see
+    :mod:`hetero.core.runtime.specialize`)."""
+
+    def __init__(self, *args: object, inputs: tuple[str, ...] = (), **keywords: Keyword) -> None:
+        self.inputs = tuple(inputs)
+        #: The model's inputs ``(name, shape, dtype)`` and output names, filled in by
+        #: the importer so that a specialising executable can check its inputs.
+        self.model_inputs: list[tuple[str, tuple[int, ...], str]] = []
+        self.model_outputs: list[str] = []
+        super().__init__(*args, **keywords)
+
+
 class ShapeError(HeteroError):
     """Shapes or dtypes of an op's inputs do not fit together."""
 

@@ -151,3 +151,32 @@ def test_compile_across_targets_prints_the_partition_and_strict_refuses(
     code, _, err = run_cli(capsys, "compile", str(path), "--targets", "toy_cpu", "--strict",
                            "-o", str(tmp_path / "strict.hetero"))
     assert code == 2 and "tanh (Tanh): toy_cpu does not implement Tanh" in err
+
+
+def _reduce_sum_model(tmp_path: Path) -> Path:
+    """ReduceSum(x, axes) whose axes are a graph input."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], "g",
+        [vi("x", onnx.TensorProto.FLOAT, [3, 4]), vi("axes", onnx.TensorProto.INT64, [1])],
+        [vi("y", onnx.TensorProto.FLOAT, ["d"])])
+    path = tmp_path / "reduce.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_run_binds_an_operand_input_given_by_input_value(capsys, tmp_path: Path) -> None:
+    path = _reduce_sum_model(tmp_path)
+    code, out, err = run_cli(capsys, "run", str(path), "--input-value", "axes=1",
+                             "--compare", "onnxruntime", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["compare"]["outputs"]["y"]["ok"]
+    assert report["outputs"]["y"] == "f32[3]"
+
+
+def test_run_names_the_input_value_flag_for_an_operand_input(capsys, tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "run", str(_reduce_sum_model(tmp_path)))
+    assert code == 2
+    assert "its axes input 'axes' is computed from the model's input(s) 'axes'" in err
+    assert "--input-value axes=V,V,..." in err and "Traceback" not in err

@@ -30,6 +30,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         "(light:resnet50, light:squeezenet, ...)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D,D,...",
                         help="fix a dynamic input shape, e.g. input=1,3,224,224")
+    parser.add_argument("--input-value", action="append", default=[], metavar="NAME=V,V,...",
+                        help="bind an input that sets an operand (axes, pads, a shape, k) to a "
+                        "value, e.g. axes=1,2; it is compiled in as a constant")
     parser.add_argument("--max-elements", type=int, default=None,
                         help="element budget of any one tensor (default 2**30)")
     parser.add_argument("--random-weights", type=int, metavar="SEED",
@@ -145,7 +148,8 @@ def import_graph(args: argparse.Namespace, source: Any = None) -> Any:
     options = {} if args.max_elements is None else {"max_elements": args.max_elements}
     source = model_source(args) if source is None else source
     with stage("import"):
-        return hetero.load_onnx(source, parse_shapes(args.input_shape), **options)
+        return hetero.load_onnx(source, parse_shapes(args.input_shape),
+                                input_values=parse_values(args.input_value), **options)
 
 
 def load_graph(args: argparse.Namespace, source: Any = None) -> Any:
@@ -183,6 +187,28 @@ def stage(name: str) -> Any:
     from hetero.core import progress
 
     return progress.stage(name)
+
+
+def parse_values(items: Sequence[str]) -> dict[str, list[float]] | None:
+    """--input-value NAME=V,V,... items as load_onnx's input_values (a 1-D list each;
+    ``NAME=`` is an empty one). Integers stay integers, so an int64 input takes them."""
+    values: dict[str, list[float]] = {}
+    for item in items:
+        name, sep, text = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            values[name] = [_number(v) for v in text.split(",")] if text else []
+        except ValueError:
+            raise UsageError(f"--input-value {item!r}: write NAME=V,V,... (e.g. axes=1,2)") from None
+    return values or None
+
+
+def _number(text: str) -> float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def parse_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:

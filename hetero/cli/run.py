@@ -21,6 +21,7 @@ from hetero.cli.common import (
     make_inputs,
     model_source,
     optimized,
+    parse_values,
     placement,
     prepared,
     quantize_options,
@@ -194,7 +195,7 @@ _COMPILE_OPTIONS = (
     ("--strict", "strict", False), ("--quantize", "quantize", False),
     ("--calibrate", "calibrate", 8), ("--calibration-data", "calibration_data", None),
     ("--calibration-method", "calibration_method", "minmax"), ("--no-optimize", "no_optimize", False),
-    ("--input-shape", "input_shape", []), ("--max-elements", "max_elements", None),
+    ("--input-shape", "input_shape", []), ("--input-value", "input_value", []), ("--max-elements", "max_elements", None),
 )
 
 
@@ -285,7 +286,13 @@ def _compare_onnxruntime(model: Any, inputs: dict, outputs: dict, args: argparse
                                    providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
-    expected = dict(zip(names, session.run(None, {k: v for k, v in inputs.items() if k in wanted})))
+    from hetero.core.frontend.onnx.bind import value_array
+
+    feeds = {k: v for k, v in inputs.items() if k in wanted}
+    declared = {info.name: info for info in model.graph.input}  # type: ignore[attr-defined]
+    for name, value in (parse_values(args.input_value) or {}).items():
+        feeds[name] = value_array(declared[name], value, "the model")  # bound: no input of ours
+    expected = dict(zip(names, session.run(None, feeds)))
     result: dict[str, object] = {"reference": f"onnxruntime {ort.__version__}", "rtol": args.rtol,
                                  "atol": args.atol, "outputs": {}}
     if quantized:

@@ -126,6 +126,7 @@ def one_line_warnings(command: str, stream: TextIO | None = None,
 FLAGS: dict[str, Callable[[Keyword], str]] = {
     "input_shapes": lambda k: f"--input-shape {k.key or 'NAME'}=D,D,..." if k.key or k.value
     else "--input-shape",
+    "input_values": lambda k: f"--input-value {k.key or 'NAME'}=V,V,...",
     "max_elements": lambda k: f"--max-elements {k.value}" if k.value else "--max-elements",
     "strict": lambda k: "--strict",
     "quantize": lambda k: "--quantize",

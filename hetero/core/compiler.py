@@ -41,7 +41,8 @@ from hetero.core.runtime.executable import (
     Placement,
 )
 from hetero.core.runtime.transfers import plan_transfers
-from hetero.errors import Keyword, PluginError, UnsupportedOpError
+from hetero.core.runtime.specialize import SpecializingExecutable
+from hetero.errors import Keyword, OperandInputError, PluginError, UnsupportedOpError
 
 #: The backend that takes every op, and whatever the targets refuse or fail to compile.
 FALLBACK = "llvm_cpu"
@@ -60,13 +61,14 @@ def compile_model(
     strict: bool = False,
     min_ratio: float = DEFAULT_MIN_RATIO,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, Any] | None = None,
     passes: Sequence[str] | None = None,
     dump: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
     quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
     calibration_method: str = "minmax",
     **options: Any,
-) -> Executable:
+) -> Executable | SpecializingExecutable:
     """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
 
     ``policy`` (``"priority"`` or ``"cost"``), ``overrides`` (node name or op type →
@@ -83,6 +85,12 @@ def compile_model(
     target computes in int8 (npu_sim), the quantised units it takes become integer
     ops before partitioning; a model that arrives quantised (QDQ) gets the same.
 
+    ``input_values`` binds inputs to values (``{"axes": [1]}``), compiled in as
+    constants. A model that computes an operand hetero compiles as a constant (axes,
+    pads, a shape, ``k``) from inputs left unbound gets a
+    :class:`~hetero.core.runtime.specialize.SpecializingExecutable`: it compiles at the
+    first run with each distinct value of those inputs and keeps the last few.
+
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes and the
     partition report here, each backend's own stages under a folder of its name, per
@@ -95,7 +103,21 @@ def compile_model(
     >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
     >>> print(exe.report())                                          # doctest: +SKIP
     """
-    graph = model if isinstance(model, Graph) else load_onnx(model, input_shapes)
+    if isinstance(model, Graph):
+        graph = model
+    else:
+        try:
+            graph = load_onnx(model, input_shapes, input_values=input_values)
+        except OperandInputError as exc:
+            settings = dict(policy=policy, overrides=overrides, strict=strict, min_ratio=min_ratio,
+                            passes=passes, dump=dump, cache=cache, quantize=quantize,
+                            calibration_method=calibration_method, **options)
+
+            def build(values: Mapping[str, Any]) -> Executable:
+                bound = load_onnx(model, input_shapes, input_values={**(input_values or {}), **values})
+                return compile_model(bound, targets, **settings)
+
+            return SpecializingExecutable(_model_name(model), exc, build)
     with progress.stage("optimise"):
         graph = optimize(graph, passes)
     names = [targets] if isinstance(targets, str) else list(targets)
@@ -155,6 +177,12 @@ def compile_model(
     return Executable(graph.name, Interface.of(graph), placements, constants,
                       partition=json.loads(partition.to_json()),
                       partition_report=partition.report(), fallbacks=fallbacks)
+
+
+def _model_name(model: str | os.PathLike[str] | onnx.ModelProto) -> str:
+    if isinstance(model, onnx.ModelProto):
+        return model.graph.name or "<ModelProto>"
+    return Path(model).stem
 
 
 def _units(graph: Graph, partition: Partition) -> list[tuple[str, str, Graph]]:

@@ -230,10 +230,10 @@ def test_clip_bounds_from_inputs(inputs: list[str], consts: dict[str, np.ndarray
     compare([node("Clip", inputs)], {"x": f32(4, 5)}, consts=consts)
 
 
-def test_clip_with_a_runtime_bound_is_refused() -> None:
+def test_clip_with_a_runtime_bound_reads_it_as_an_operand() -> None:
     model = make([node("Clip", ["x", "lo"])], {"x": f32(3), "lo": f32()}, ["y"])
-    with pytest.raises(DynamicShapeError, match="'my_clip'.*min input 'lo'"):
-        hetero.load_onnx(model)
+    graph = hetero.load_onnx(model)
+    assert [(n.op, [v.name for v in n.inputs]) for n in graph.nodes] == [("Max", ["x", "lo"])]
 
 
 def test_integer_clip() -> None:
@@ -270,12 +270,17 @@ def test_cast() -> None:
     compare([node("Cast", ["x"], to=onnx.TensorProto.INT32)], {"x": f32(5) * 10})
 
 
-def test_dropout_is_identity_unless_its_mask_is_used() -> None:
+def test_dropout_is_identity_and_its_mask_all_true() -> None:
     feeds = {"x": f32(2, 3)}
     graph = compare([node("Dropout", ["x"], ["y", "mask"])], feeds)
     assert [n.op for n in graph.nodes] == ["Dropout"]
-    with pytest.raises(UnsupportedOpError, match="'my_dropout'.*mask output 'mask'"):
-        hetero.load_onnx(make([node("Dropout", ["x"], ["y", "mask"])], feeds, ["y", "mask"]))
+    graph = compare([node("Dropout", ["x"], ["y", "mask"])], feeds, ["y", "mask"])
+    np.testing.assert_array_equal(graph.outputs[1].data, np.ones((2, 3), bool))
+
+
+def test_dropout_in_training_mode_with_ratio_zero_is_the_identity() -> None:
+    compare([node("Dropout", ["x", "r", "train"], ["y", "mask"])], {"x": f32(3)}, ["y", "mask"],
+            consts={"r": np.array(0.0, np.float32), "train": np.array(True)})
 
 
 def test_dropout_in_training_mode_is_refused() -> None:

@@ -27,10 +27,16 @@ from hetero.core.frontend.onnx.loader import fresh_name, node_label
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.runtime.reference import run_node
 from hetero.errors import (
-    DynamicShapeError, Keyword, ModelLoadError, TensorTooLargeError, UnsupportedOpError,
+    DynamicShapeError, Keyword, ModelLoadError, OperandInputError, TensorTooLargeError,
+    UnsupportedOpError,
 )
 
 Translator = Callable[["NodeContext"], None]
+
+#: The largest graph input (in elements) an executable specialises on when a static
+#: operand is computed from it (see :mod:`hetero.core.runtime.specialize`); a larger one
+#: is data, not a shape, and the model is refused.
+SPECIALISE_MAX_ELEMENTS = 1024
 
 #: ONNX op type -> its translator; filled by the translator modules on import.
 TRANSLATORS: dict[str, Translator] = {}
@@ -110,6 +116,19 @@ class ModelContext:
                 self._store(node, run_node(node, args))
             stack.pop()
         return self._known(value)
+
+    def inputs_behind(self, value: Value) -> list[Value]:
+        """The graph inputs ``value`` is computed from, in the graph's input order."""
+        seen: set[Value] = set()
+        stack = [value]
+        while stack:
+            top = stack.pop()
+            if top in seen or top.data is not None:
+                continue
+            seen.add(top)
+            if top.producer is not None:
+                stack.extend(v for v in top.producer.inputs if v is not None)
+        return [v for v in self.graph.inputs if v in seen]
 
     def _charge(self, node: Node, needed_by: str) -> None:
         """TensorTooLargeError if folding ``node`` would take the import past its limit."""
@@ -194,11 +213,23 @@ class NodeContext:
         array = self.model.evaluate(
             self.input(i), f"{self.label}: its {what} input {self.node.input[i]!r}")
         if array is None:
+            behind = self.model.inputs_behind(self.input(i))
+            names = ", ".join(repr(v.name) for v in behind)
+            where = (f"model {self.model.model_name}: {self.label}: its {what} input "
+                     f"{self.node.input[i]!r}")
+            if behind and all(v.type.size <= SPECIALISE_MAX_ELEMENTS for v in behind):
+                raise OperandInputError(
+                    f"{where} is computed from the model's input(s) {names}, but hetero compiles "
+                    "it as a constant; give their values ({values}) or run the model through "
+                    "hetero.compile, which compiles once per distinct value",
+                    inputs=tuple(v.name for v in behind),
+                    values=Keyword("input_values", key=behind[0].name))
+            source = (f"the model's input(s) {names}, too large to compile once per value "
+                      f"(over {SPECIALISE_MAX_ELEMENTS} elements)" if behind
+                      else "values no constant folds")
             raise DynamicShapeError(
-                f"model {self.model.model_name}: {self.label}: its {what} input "
-                f"{self.node.input[i]!r} depends on the model's "
-                "inputs at run time, but hetero needs it to be constant; fix the input shapes "
-                "({shapes}) or re-export the model with constant shapes", shapes=Keyword("input_shapes", "...")
+                f"{where} is computed at run time from {source}, but hetero needs it to be "
+                "constant; re-export the model with this operand constant"
             )
         return array
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 import os
+from typing import Any
 
 import onnx
 from onnx import numpy_helper
@@ -33,6 +34,8 @@ from hetero.core.frontend.onnx import (  # noqa: F401
 )
 from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
 from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
+from hetero.core.frontend.onnx import translate_signal  # noqa: F401
+from hetero.core.frontend.onnx.bind import bind_input_values
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
 from hetero.core.frontend.onnx.external import load_external_data
@@ -48,20 +51,25 @@ from hetero.core.frontend.onnx.shapes import graph_inputs, infer_onnx_types, res
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.types import TensorType
 from hetero.core.ir.verify import verify
-from hetero.errors import HeteroError, ModelLoadError, ShapeError, UnsupportedOpError
+from hetero.errors import (
+    HeteroError, ModelLoadError, OperandInputError, ShapeError, UnsupportedOpError,
+)
 
 
 def load_onnx(
     model: str | os.PathLike[str] | onnx.ModelProto,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
+    input_values: Mapping[str, Any] | None = None,
     max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> Graph:
     """Import an ONNX model as a verified hetero :class:`Graph` of canonical ops.
 
     ``model`` is a path or a ``ModelProto`` (never modified). ``input_shapes`` fixes
     input dimensions the model leaves dynamic (or overrides declared ones), e.g.
-    ``{"input": [1, 3, 224, 224]}``. ``max_elements`` bounds the element count of
+    ``{"input": [1, 3, 224, 224]}``. ``input_values`` binds inputs to values, e.g.
+    ``{"axes": [1]}``: each becomes a constant, so the operands computed from it (axes,
+    pads, shapes, ``k``) fold and the graph is compiled for that value alone. ``max_elements`` bounds the element count of
     any one tensor the model stores, takes as input or computes; it is checked from
     shapes, before anything is allocated or read. External data is read only for
     the bytes each tensor declares, from files inside the model's folder.
@@ -73,6 +81,7 @@ def load_onnx(
     check_element_types(source)
     load_external_data(source)
     check_defined_before_use(source)
+    bind_input_values(source, input_values)
     version = default_opset(source)
     check_supported(source, max(version, UPGRADE_TO))
     input_types = resolve_input_shapes(source, input_shapes, max_elements)
@@ -83,7 +92,13 @@ def load_onnx(
     onnx_types = infer_onnx_types(source, max(version, UPGRADE_TO))
     source.expansions = expand_functions(source, max(version, UPGRADE_TO),
                                          {**input_types, **onnx_types}, TRANSLATORS)
-    ctx = translate(source, input_types, max_elements)
+    try:
+        ctx = translate(source, input_types, max_elements)
+    except OperandInputError as exc:
+        exc.model_inputs = [(info.name, input_types[info.name].shape, input_types[info.name].dtype.name)
+                            for info in graph_inputs(source)]
+        exc.model_outputs = [o.name for o in source.model.graph.output]
+        raise
     compare_types(ctx, onnx_types)
     remove_dead_nodes(ctx.graph)
     return verify(ctx.graph)

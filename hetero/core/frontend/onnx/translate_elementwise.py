@@ -10,7 +10,7 @@ import numpy as np
 
 from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
 from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
-from hetero.core.ir.types import as_dtype
+from hetero.core.ir.types import as_dtype, is_float
 from hetero.errors import HeteroError
 
 _SAME_NAME = (
@@ -110,13 +110,26 @@ def mean(ctx: NodeContext) -> None:
 @translates("Clip")
 def clip(ctx: NodeContext) -> None:
     """Clip; its optional bound inputs become attributes (older attribute bounds were
-    turned into inputs by the opset upgrade)."""
-    attrs = {}
+    turned into inputs by the opset upgrade). A bound computed at run time changes no
+    shape, so it stays an operand: Max with the lower bound, then Min with the upper,
+    which is Clip's definition (a lower bound above the upper gives the upper)."""
+    attrs, late = {}, []
     for i, bound in ((1, "min"), (2, "max")):
-        value = ctx.static(i, bound)
-        if value is not None:
+        if not ctx.has_input(i):
+            continue
+        value = ctx.model.evaluate(ctx.input(i), f"{ctx.label}: its {bound} input")
+        if value is None:
+            late.append(("Max" if bound == "min" else "Min", ctx.input(i)))
+        else:
             attrs[bound] = float(value)
-    ctx.emit("Clip", [ctx.input(0)], attrs)
+    steps = ([("Clip", None)] if attrs or not late else []) + late
+    x = ctx.input(0)
+    for k, (op, bound) in enumerate(steps):
+        operands = [x] if bound is None else [x, bound]
+        if k == len(steps) - 1:
+            ctx.emit(op, operands, attrs if op == "Clip" else None)
+        else:
+            x = ctx.add(op, operands, attrs if op == "Clip" else None)
 
 
 @translates("Cast")
@@ -125,24 +138,31 @@ def cast(ctx: NodeContext) -> None:
     dtype = numpy_dtype(to)
     if dtype is None:
         raise ctx.unsupported(f"cast to {dtype_name(to)} is not supported")
-    ctx.emit("Cast", [ctx.input(0)], {"to": dtype})
+    x = ctx.input(0)
+    if dtype.name == "float8_e8m0fnu" and is_float(x.dtype):
+        raise ctx.unsupported(f"a cast from {x.dtype.name} to FLOAT8E8M0 (round_mode "
+                              f"{ctx.attr('round_mode', 'up')!r}) is not supported")
+    ctx.emit("Cast", [x], {"to": dtype, "saturate": int(ctx.attr("saturate", 1))})
 
 
 @translates("Dropout")
 def dropout(ctx: NodeContext) -> None:
-    """Inference-mode Dropout: the identity. Training mode and a used mask are refused."""
+    """Dropout in inference mode, or in training mode with ratio 0: the identity, whose
+    mask output is all true. Training mode with another ratio is refused."""
     training = ctx.static(2, "training_mode")
     if training is not None and bool(np.asarray(training).item()):
-        raise ctx.unsupported(
-            "training_mode is true; hetero compiles for inference, where Dropout is the "
-            "identity: export the model in eval mode"
-        )
-    if ctx.output_used(1):
-        raise ctx.unsupported(
-            f"its mask output {ctx.node.output[1]!r} is used; hetero's Dropout is the "
-            "inference-mode identity and has no mask: export the model in eval mode"
-        )
+        ratio = ctx.static(1, "ratio")
+        ratio = 0.5 if ratio is None else float(np.asarray(ratio).item())
+        if ratio != 0.0:
+            raise ctx.unsupported(
+                f"training_mode is true with ratio {ratio}; hetero compiles for inference, "
+                "where Dropout is the identity: export the model in eval mode"
+            )
     ctx.emit("Dropout", [ctx.input(0)])
+    if ctx.output_used(1):
+        mask = np.ones(ctx.input(0).shape, dtype=bool)
+        name = ctx.node.output[1]
+        ctx.model.values[name] = ctx.model.graph.add_constant(mask, name)
 
 
 @translates("Constant")
