@@ -198,3 +198,22 @@ def _pad(op: str, d: Draw, dtype: np.dtype) -> Spec:
     if mode == "constant" and d.pick((False, True)):
         attrs["value"] = values(d, (), dtype)
     return Spec((data,), attrs, EXACT)
+
+
+_BITCAST_INPUTS = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32",
+                   "uint32", "int64", "uint64", "bool")
+
+
+@generates(("BitCast",), _BITCAST_INPUTS)
+def _bitcast(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    """Random bit patterns (NaNs with payloads, infinities, subnormals among the floats)
+    read as another dtype of the same width; bool only from bool."""
+    s = shape(d, 0, 3)
+    if dtype.kind == "b":
+        x = values(d, s, dtype)
+        targets = ("uint8", "int8", "bool")
+    else:
+        raw = d.rng.integers(0, 256, (*s, dtype.itemsize), dtype=np.uint8)
+        x = raw.view(dtype).reshape(s)
+        targets = tuple(t for t in _BITCAST_INPUTS[:-1] if np.dtype(t).itemsize == dtype.itemsize)
+    return Spec((Operand("input", x),), {"to": d.pick(targets)}, EXACT)

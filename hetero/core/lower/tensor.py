@@ -3,7 +3,8 @@
 Reshape-like ops (Reshape, Flatten) go through the row-major linear offset;
 Squeeze, Unsqueeze, Transpose, Expand, Slice, Split, Gather and Pad (clamped, periodic
 or mirrored indices; constant mode selects its fill) map indices axis by axis; Concat picks its source with a chain of selects. Shape and ConstantOfShape
-write values known when the function is built. The attributes arrive canonical
+write values known when the function is built; BitCast reads each element's bits as its
+new dtype. The attributes arrive canonical
 (see :mod:`hetero.core.ir.ops.tensor`): axes non-negative and sorted, Slice bounds
 clamped, so no ONNX index rule is re-derived here.
 """
@@ -20,6 +21,7 @@ from hetero.core.ir.tir.expr import (
     INDEX,
     Expr,
     as_expr,
+    bitcast,
     cast,
     const,
     eq,
@@ -302,3 +304,12 @@ def lower_pad(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: lis
         return load if inside is None else select(inside, load, value)
 
     return [compute_nd(out.shape, element, names[0], out.dtype)]
+
+
+@lowers("BitCast")
+def lower_bitcast(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+                  names: list[str]) -> list[Tensor]:
+    """Each element's bits read as ``to``."""
+    x = inputs[0]
+    assert x is not None
+    return [compute_nd(x.shape, lambda idx: bitcast(x[idx], attrs["to"]), names[0], attrs["to"])]

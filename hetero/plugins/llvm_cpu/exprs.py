@@ -194,6 +194,10 @@ class ExprEmitter:
     def _emit_call(self, e: Call) -> ir.Value:
         args = [self.emit(a) for a in e.args]
         x, dtype = args[0], e.args[0].dtype
+        if e.func == "bitcast":  # a bool (i1 in registers) is its byte, 0 or 1
+            x = self.builder.zext(x, I8) if dtype.kind == "b" else x
+            to = self.type_of(e.dtype)
+            return x if x.type == to else self.builder.bitcast(x, to)
         if dtype.kind in "iub":
             if e.func in ("floor", "ceil", "round_even") or (e.func == "abs" and dtype.kind != "i"):
                 return x

@@ -116,3 +116,44 @@ def test_gather_with_indices_as_a_runtime_input() -> None:
 def test_constant_of_shape_fills_with_its_value(value: np.ndarray | None) -> None:
     attrs = {} if value is None else {"value": value}
     assert_equal(*lowered_and_reference("ConstantOfShape", {}, shape=(2, 3), **attrs))
+
+
+#: Signalling and quiet NaNs with payloads, infinities, subnormals and both zeros, as bits.
+_SPECIAL_BITS = {
+    "float16": np.array([0x7C01, 0xFE01, 0x7C00, 0x0001, 0x8000, 0x3C00], np.uint16),
+    "float32": np.array([0x7F800001, 0xFFC00123, 0x7F800000, 0x00000001, 0x80000000], np.uint32),
+    "float64": np.array([0x7FF0000000000001, 0xFFF8000000000123, 0x1, 0x8000000000000000],
+                        np.uint64),
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(_SPECIAL_BITS))
+def test_bitcast_keeps_every_bit_of_nans_and_subnormals(dtype: str) -> None:
+    """float -> int on the interpreter and compiled, and int -> float -> int compiled as one
+    fused group: a signalling NaN must not be quieted on the way (no float arithmetic)."""
+    import hetero
+
+    bits = _SPECIAL_BITS[dtype]
+    floats = bits.view(dtype)
+    got, want = lowered_and_reference("BitCast", {"x": floats}, to=bits.dtype)
+    assert_equal(got, bits)
+    assert_equal(want, bits)
+    b = GraphBuilder("roundtrip")
+    x = b.input("x", bits.shape, bits.dtype)
+    f = b.op("BitCast", x, to=dtype)
+    b.output(b.op("BitCast", f, to=bits.dtype), f)
+    graph = b.build()
+    outs = hetero.compile(graph, targets=["llvm_cpu"], strict=True).run({"x": bits})
+    assert_equal(outs[graph.outputs[0].name], bits)
+    assert_equal(outs[graph.outputs[1].name].view(bits.dtype), bits)
+
+
+def test_bitcast_refuses_other_widths_and_bytes_as_bools() -> None:
+    from hetero.errors import ShapeError
+
+    b = GraphBuilder("bad")
+    x = b.input("x", (2,), "float32")
+    with pytest.raises(ShapeError, match="same bit width"):
+        b.op("BitCast", x, to="int64")
+    with pytest.raises(ShapeError, match="no bool"):
+        b.op("BitCast", b.input("y", (2,), "uint8"), to="bool")

@@ -13,7 +13,17 @@ import numpy as np
 
 from hetero.core.frontend.onnx.budget import check_elements
 from hetero.core.frontend.onnx.context import NodeContext, translates
+from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
 from hetero.errors import ShapeError
+
+
+@translates("BitCast")
+def bit_cast(ctx: NodeContext) -> None:
+    to = ctx.attr("to")
+    dtype = numpy_dtype(to)
+    if dtype is None:
+        raise ctx.unsupported(f"a bit cast to {dtype_name(to)} is not supported")
+    ctx.emit("BitCast", [ctx.input(0)], {"to": dtype})
 
 
 @translates("Reshape")

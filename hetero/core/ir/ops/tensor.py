@@ -1,4 +1,5 @@
-"""Tensor-manipulation ops: reshaping, reordering, joining, splitting, indexing and padding.
+"""Tensor-manipulation ops: reshaping, reordering, joining, splitting, indexing, padding and
+reinterpreting bits (BitCast).
 
 They move data and compute nothing, so they count no FLOPs. Every static operand
 that ONNX passes as an input (Reshape's shape, Slice's starts, Unsqueeze's axes) is
@@ -453,4 +454,33 @@ register(OpDef(
 Negative pads crop first, as onnxruntime does; the positive ones then pad the cropped
 tensor. reflect and wrap repeat periodically when a pad exceeds the axis (numpy's
 rule); edge and reflect of a 1-element axis repeat it.""",
+))
+
+
+# -- BitCast --------------------------------------------------------------------------
+#: The dtypes BitCast reinterprets between (a bool is its byte, 0 or 1).
+BITCAST_DTYPES = tuple(np.dtype(d) for d in (
+    "bool", "int8", "uint8", "int16", "uint16", "float16", "int32", "uint32", "float32",
+    "int64", "uint64", "float64"))
+
+
+def _bitcast_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, to = ins[0], attrs["to"]
+    require_dtype(x, BITCAST_DTYPES, "BitCast input")
+    require_dtype(TensorType((), to), BITCAST_DTYPES, "BitCast to")
+    if to.itemsize != x.dtype.itemsize:
+        raise ShapeError(f"BitCast from {x.dtype.name} to {to.name}: ONNX reinterprets only "
+                         "between types of the same bit width")
+    if to.kind == "b" and x.dtype.kind != "b":
+        raise ShapeError(f"BitCast from {x.dtype.name} to bool: a byte other than 0 or 1 is no "
+                         "bool; compare with 0 (Cast) instead")
+    return [TensorType(x.shape, to)]
+
+
+register(OpDef(
+    "BitCast", ("input",), ("output",), _bitcast_infer,
+    lambda ins, attrs: [np.array(ins[0]).reshape(-1).view(attrs["to"]).reshape(np.shape(ins[0]))],
+    attrs={"to": Attr("dtype", doc="the dtype the bits are read as; as wide as the input's")},
+    flops=no_flops,
+    doc="the input's bits, unchanged, read as ``to`` (little endian, the shape kept)",
 ))

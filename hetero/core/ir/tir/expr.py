@@ -42,10 +42,11 @@ BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow"
 INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
-#: Intrinsic functions every renderer provides.
+#: Intrinsic functions every renderer provides. ``bitcast`` (built by :func:`bitcast`)
+#: reads its operand's bits as another dtype of the same width.
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even",
               "expm1", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-              "asinh", "acosh", "atanh")
+              "asinh", "acosh", "atanh", "bitcast")
 
 ExprLike = Union["Expr", int, float, bool]
 
@@ -306,6 +307,14 @@ def call(func: str, *args: ExprLike) -> Call:
         raise ValueError(f"unknown intrinsic {func!r}; renderers provide {INTRINSICS}")
     exprs = tuple(as_expr(a) for a in args)
     return Call(func, exprs, exprs[0].dtype)
+
+
+def bitcast(a: ExprLike, dtype: Any) -> Expr:
+    """``a``'s bits read as ``dtype``, which has the same width (a bool is the byte 0 or 1)."""
+    dtype, x = np.dtype(dtype), as_expr(a)
+    if dtype.itemsize != x.dtype.itemsize:
+        raise ValueError(f"bitcast from {x.dtype} to {dtype}: the widths differ")
+    return x if x.dtype == dtype else Call("bitcast", (x,), dtype)
 
 
 def shift_right(a: ExprLike, b: ExprLike) -> Expr:

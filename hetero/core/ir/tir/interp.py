@@ -96,6 +96,8 @@ def _eval(e: Expr, memory: dict[Buffer, np.ndarray], env: dict[Var, Any]) -> Any
         if e.dtype.kind in "iu" and np.asarray(value).dtype.kind == "f":
             value = np.trunc(value)
         return e.dtype.type(value)
+    if isinstance(e, Call) and e.func == "bitcast":
+        return np.asarray(_eval(e.args[0], memory, env), e.args[0].dtype).view(e.dtype)[()]
     if isinstance(e, Call):
         return e.dtype.type(_INTRINSICS[e.func](*(_eval(a, memory, env) for a in e.args)))
     raise TypeError(f"cannot interpret {type(e).__name__}")
