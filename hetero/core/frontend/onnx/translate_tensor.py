@@ -166,7 +166,13 @@ def reduce(ctx: NodeContext) -> None:
     attrs = {"keepdims": ctx.attr("keepdims", 1)}
     if axes:
         attrs["axes"] = axes
-    ctx.emit(ctx.op_type, [ctx.input(0)], attrs)
+    data = ctx.input(0)
+    if data.dtype == np.bool_ and ctx.op_type in ("ReduceMax", "ReduceMin"):
+        # Opset 20's boolean max and min (any, all) are those of 0 and 1.
+        wide = ctx.add("Cast", [data], {"to": np.dtype(np.uint8)})
+        ctx.emit("Cast", [ctx.add(ctx.op_type, [wide], attrs)], {"to": np.dtype(bool)})
+        return
+    ctx.emit(ctx.op_type, [data], attrs)
 
 
 @translates("Pad")
