@@ -19,6 +19,7 @@ saved reach a backend's loader; :func:`trust` signs one from elsewhere.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.graph import Graph
+from hetero.core.ir.types import as_dtype
 from hetero.core.plugin.backend import CompiledPart
 from hetero.core.runtime.archive import (
     MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
@@ -123,6 +125,8 @@ class Executable:
     partition_report: str = ""
     fallbacks: list[CompileFallback] = field(default_factory=list)
     _stats: dict[str, _Stats] = field(default_factory=dict, repr=False)
+    _interface_graph: Graph | None = field(default=None, repr=False, compare=False)
+    _interface_of: Interface | None = field(default=None, repr=False, compare=False)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run on ``inputs`` (name → array) and return the outputs by name.
@@ -130,7 +134,10 @@ class Executable:
         Inputs are checked like the reference executor checks them: a missing,
         extra, wrongly shaped or wrongly typed input is an InputError.
         """
-        graph = self.interface.as_graph()
+        graph = self._interface_graph
+        if graph is None or self._interface_of is not self.interface:
+            graph = self._interface_graph = self.interface.as_graph()
+            self._interface_of = self.interface
         host: dict[str, np.ndarray] = dict(self.constants)
         for (name, _, _), array in zip(self.interface.inputs, check_inputs(graph, inputs)):
             host[name] = array
@@ -226,6 +233,11 @@ class Executable:
         write_atomically(path, MAGIC + seal(_PURPOSE, payload) + payload)
 
 
+@functools.lru_cache(maxsize=None)
+def _dtype(name: str) -> np.dtype:
+    return as_dtype(name)
+
+
 def _check_results(placement: Placement, results: Any) -> None:
     """Raise PluginError, naming the backend, region and output, unless ``results`` has
     every output of the placement's subgraph as an array of its declared shape and dtype."""
@@ -243,7 +255,7 @@ def _check_results(placement: Placement, results: Any) -> None:
         if not isinstance(value, np.ndarray):
             raise PluginError(f"{where} returned output {name!r} as a {type(value).__name__}, "
                               f"not a numpy array; {fix}")
-        if shape is not None and (value.shape != tuple(shape) or value.dtype.name != dtype):
+        if shape is not None and (value.shape != tuple(shape) or value.dtype != _dtype(dtype)):
             raise PluginError(f"{where} returned output {name!r} as {value.dtype.name}{list(value.shape)}, "
                               f"its subgraph declares {dtype}{list(shape)}; {fix}")
 

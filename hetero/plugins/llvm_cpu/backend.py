@@ -86,7 +86,9 @@ class LlvmCpuPart:
                 problem = index_problem(env[value], axis, size, wraps)
                 if problem is not None:
                     raise InputError(f"{step.name}: {value}: {problem}")
-            step.kernel(*(env[n] for n in step.inputs), *outs)
+            # Inputs were checked against the interface and made C-contiguous above;
+            # each step's outputs are fresh arrays of its buffers' types.
+            step.kernel.launch([*(env[n] for n in step.inputs), *outs])
             profile.append((step.name, time.perf_counter() - start))
             env.update(zip(step.outputs, outs))
         self.last_profile = profile

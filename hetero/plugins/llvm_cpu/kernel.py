@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
+from hetero.core.ir.types import as_dtype
 from hetero.errors import InputError
 from hetero.plugins.llvm_cpu.codegen import Entry
 from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile, load_object
@@ -72,8 +73,8 @@ class CompiledKernel:
     def from_image(cls, image: dict[str, Any], object_code: bytes,
                    num_threads: int | None = None) -> CompiledKernel:
         """A kernel rebuilt from :meth:`image` and its machine code, without compiling."""
-        params = tuple(Buffer(n, tuple(s), np.dtype(d)) for n, s, d in image["params"])
-        workspaces = tuple(Buffer(n, tuple(s), np.dtype(d)) for n, s, d in image["workspaces"])
+        params = tuple(Buffer(n, tuple(s), as_dtype(d)) for n, s, d in image["params"])
+        workspaces = tuple(Buffer(n, tuple(s), as_dtype(d)) for n, s, d in image["workspaces"])
         entries = tuple(Entry(sym, ext, par) for sym, ext, par in image["entries"])
         module = load_object(object_code, entries, workspaces, len(params) + len(workspaces))
         kernel = cls.__new__(cls)
@@ -104,6 +105,7 @@ class CompiledKernel:
         self.module: JitModule = module
         self.num_threads = num_threads or os.cpu_count() or 1
         self.last_launches: tuple[tuple[str, tuple[Chunk, ...]], ...] = ()
+        self._chunks: dict[tuple[str, int], list[Chunk]] = {}
 
     @property
     def llvm_ir(self) -> str:
@@ -140,11 +142,19 @@ class CompiledKernel:
                              f"({', '.join(b.name for b in params)}), got {len(arrays)}")
         checked = [self._check(b, a) for b, a in zip(params, arrays)]
         self._check_overlap(checked)
+        self.launch(checked)
+
+    def launch(self, arrays: list[np.ndarray]) -> None:
+        """Run on ``arrays`` as :meth:`__call__` does, without its checks: for callers that
+        built them to the parameters' shapes and dtypes, C-contiguous, outputs fresh."""
         spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.workspaces]
-        pointers = [a.ctypes.data for a in checked + spaces]
+        pointers = [a.ctypes.data for a in arrays] + [w.ctypes.data for w in spaces]
         launches = []
         for entry, fn in self.module.entries:
-            parts = chunks(entry.extent, self.num_threads if entry.parallel else 1)
+            key = (entry.symbol, self.num_threads)
+            parts = self._chunks.get(key)
+            if parts is None:
+                parts = self._chunks[key] = chunks(entry.extent, self.num_threads if entry.parallel else 1)
             if len(parts) == 1:
                 fn(*parts[0], *pointers)
             else:
