@@ -21,6 +21,7 @@ from hetero.testing.cases_base import (
     Operand,
     Spec,
     away_from_zero,
+    exact_or,
     generates,
     integers,
     peak,
@@ -383,3 +384,25 @@ def _lp_pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
     # A sum of positive terms, each a few roundings: relative to itself, and the root
     # keeps it relative.
     return Spec((Operand("x", with_nan(d, x)),), attrs, rounded(dtype, terms + 8))
+
+
+@generates(("Col2Im",), FLOATS + ("float64", "int32", "int64"))
+def _col2im(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    """Overlapping (stride below the block), spaced and padded windows in 1 to 3 dims."""
+    n = d.pick((2, 1, 3))
+    block = [d.integer(1, 3 if n < 3 else 2) for _ in range(n)]
+    dilations = [d.pick((1, 1, 2)) for _ in range(n)]
+    strides = [d.integer(1, 3) for _ in range(n)]
+    pads = [d.integer(0, 2) for _ in range(2 * n)]
+    image, count = [], []
+    for i in range(n):
+        extent = dilations[i] * (block[i] - 1) + 1
+        size = d.integer(max(1, extent - pads[i] - pads[i + n]), extent + 4)
+        image.append(size)
+        count.append((size + pads[i] + pads[i + n] - extent) // strides[i] + 1)
+    x = values(d, (d.integer(1, 2), d.integer(1, 2) * math.prod(block), math.prod(count)), dtype)
+    attrs = {"image_shape": tuple(image), "block_shape": tuple(block), "strides": tuple(strides),
+             "dilations": tuple(dilations), "pads": tuple(pads)}
+    terms = math.prod(block)  # at most every tap lands on one element
+    return Spec((Operand("x", x),), attrs,
+                exact_or(dtype, lambda: summed(dtype, terms + 1, terms * peak(x))))

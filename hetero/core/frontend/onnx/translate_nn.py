@@ -97,6 +97,15 @@ def softmax(ctx: NodeContext) -> None:
     ctx.emit("Softmax", [ctx.input(0)], {"axis": ctx.attr("axis", -1)})
 
 
+@translates("Col2Im")
+def col2im(ctx: NodeContext) -> None:
+    """Col2Im with its image_shape and block_shape inputs constant."""
+    attrs = merge_attrs(ctx, ["strides", "dilations", "pads"])
+    attrs["image_shape"] = ctx.static_ints(1, "image_shape")
+    attrs["block_shape"] = ctx.static_ints(2, "block_shape")
+    ctx.emit("Col2Im", [ctx.input(0)], attrs)
+
+
 def _refuse_used_outputs(ctx: NodeContext, first: int, what: str) -> None:
     for i in range(first, ctx.num_outputs):
         if ctx.output_used(i):

@@ -9,3 +9,4 @@ from hetero.core.ir.ops import indexing  # noqa: F401
 from hetero.core.ir.ops import topk  # noqa: F401
 from hetero.core.ir.ops import conv_transpose  # noqa: F401
 from hetero.core.ir.ops import resize  # noqa: F401
+from hetero.core.ir.ops import unpool  # noqa: F401
