@@ -9,5 +9,6 @@ from hetero.core.lower import conv_transpose  # noqa: F401
 from hetero.core.lower import resize  # noqa: F401
 from hetero.core.lower import sample  # noqa: F401
 from hetero.core.lower import unpool  # noqa: F401
+from hetero.core.lower import rnn  # noqa: F401
 
 __all__ = ["is_lowerable", "lower_group", "lower_node", "lowers"]

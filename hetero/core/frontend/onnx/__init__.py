@@ -10,6 +10,7 @@ safely), :mod:`.external` (its external data), :mod:`.budget` (the element budge
 """
 
 from hetero.core.frontend.onnx.convert import load_onnx
+from hetero.core.frontend.onnx import translate_rnn  # noqa: F401  (registers RNN, LSTM, GRU)
 from hetero.core.frontend.onnx import translate_sample  # noqa: F401  (registers GridSample, RoiAlign, AffineGrid)
 from hetero.core.frontend.onnx.randomize import randomize_weights
 
