@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.ir.ops.elementwise import saturation_bound
 from hetero.core.ir.tir.compute import Tensor, compute
 from hetero.core.ir.tir.expr import (
     BOOL,
@@ -40,7 +41,8 @@ from hetero.core.ir.tir.expr import (
     select,
 )
 from hetero.core.ir.tir.stmt import For, Stmt
-from hetero.core.ir.types import TensorType
+from hetero.core.ir.types import TensorType, is_float
+from hetero.core.lower.narrow import wide_dtype
 from hetero.core.lower.registry import Lowering, lowers
 
 Indices = tuple[Expr, ...]
@@ -160,9 +162,14 @@ def _bit_not(x: Expr) -> Expr:
     return binary("bit_xor", x, const(ones, x.dtype))
 
 
-def _cast(x: Expr, to: np.dtype) -> Expr:
+def _cast(x: Expr, to: np.dtype, saturate: int = 0) -> Expr:
     if to == BOOL and x.dtype != BOOL:
+        x = x if wide_dtype(x.dtype) is None else cast(x, wide_dtype(x.dtype))
         return ne(x, const(0, x.dtype))
+    bound = saturation_bound(to)
+    if bound is not None and saturate and is_float(x.dtype):
+        wide = cast(x, np.float64 if x.dtype == np.float64 else np.float32)
+        x = minimum(maximum(wide, const(-bound, wide.dtype)), const(bound, wide.dtype))
     return cast(x, to)
 
 
@@ -188,7 +195,7 @@ UNARY: dict[str, Callable[[Expr, dict[str, Any]], Expr]] = {
     "Identity": lambda x, a: x,
     "Dropout": lambda x, a: x,
     "Clip": lambda x, a: _clip(x, a["min"], a["max"]),
-    "Cast": lambda x, a: _cast(x, np.dtype(a["to"])),
+    "Cast": lambda x, a: _cast(x, np.dtype(a["to"]), a["saturate"]),
     "Sin": lambda x, a: call("sin", x),
     "Cos": lambda x, a: call("cos", x),
     "Tan": lambda x, a: call("tan", x),

@@ -24,6 +24,7 @@ from hetero.core.ir.tir.expr import Load
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.types import TensorType
+from hetero.core.lower.narrow import lower_widened
 from hetero.errors import HeteroError, did_you_mean
 
 #: ``(inputs, attrs, out_types, names) -> outputs``: ``names`` holds one unique
@@ -111,7 +112,8 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
                 params.append(tensors[id(v)])
             args.append(tensors[id(v)])
         names = [identifier(v.name, taken) for v in node.outputs]
-        results = lowering(node.op)(args, node.attrs, [v.type for v in node.outputs], names)
+        results = lower_widened(node.op, lowering(node.op), args, node.attrs,
+                                [v.type for v in node.outputs], names)
         for v, t in zip(node.outputs, results):
             if t.shape != v.shape or t.dtype != v.dtype:
                 raise HeteroError(

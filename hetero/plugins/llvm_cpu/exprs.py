@@ -22,6 +22,7 @@ import numpy as np
 from hetero.core.ir.tir import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var, cast
 from hetero.core.ir.tir.buffer import Buffer, flat_index
 from hetero.errors import CodegenError
+from hetero.plugins.llvm_cpu import narrow
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -47,6 +48,9 @@ _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 def llvm_type(dtype: np.dtype, where: str, in_memory: bool = False) -> ir.Type:
     """The LLVM type of ``dtype`` (bool is ``i8`` ``in_memory``, ``i1`` otherwise)."""
     dtype = np.dtype(dtype)
+    special = narrow.register_type(dtype, in_memory)
+    if special is not None:
+        return special
     if dtype.kind == "f" and dtype.itemsize in _FLOATS:
         return _FLOATS[dtype.itemsize]
     if dtype.kind in "iu":
@@ -91,6 +95,8 @@ class ExprEmitter:
 
     def to_memory(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
         """``value`` as it is stored: booleans widen to a byte."""
+        if narrow.register_type(np.dtype(dtype), True) is not None:
+            return narrow.before_store(self, value, np.dtype(dtype))
         return self.builder.zext(value, I8) if np.dtype(dtype).kind == "b" else value
 
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -110,6 +116,8 @@ class ExprEmitter:
 
     def _emit_const(self, e: Const) -> ir.Value:
         ty = self.type_of(e.dtype)
+        if narrow.register_type(e.dtype, False) is not None:
+            return narrow.const(e.dtype, e.value)
         if e.dtype.kind == "f":
             # Round through the dtype: LLVM rejects a half or float literal it cannot hold exactly.
             return ir.Constant(ty, float(e.dtype.type(e.value)))
@@ -120,15 +128,19 @@ class ExprEmitter:
                                    typ=self.type_of(e.buffer.dtype, in_memory=True))
         if e.dtype.kind == "b":
             return self.builder.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))
+        if narrow.register_type(e.dtype, True) is not None:
+            return narrow.after_load(self, loaded, e.dtype)
         return loaded
 
     def _emit_cast(self, e: Cast) -> ir.Value:
         return self._convert(self.emit(e.a), e.a.dtype, e.dtype)
 
     def _convert(self, v: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
-        b, to = self.builder, self.type_of(dst)
         if src == dst:
             return v
+        if narrow.register_type(src, False) is not None or narrow.register_type(dst, False) is not None:
+            return self._convert_narrow(v, src, dst)
+        b, to = self.builder, self.type_of(dst)
         if dst.itemsize == 2 and dst.kind == "f" and src.kind != "b" and (src.kind != "f" or src.itemsize == 8):
             # LLVM turns these into compiler-rt calls (__truncdfhf2, __floatdihf) that a JIT
             # process lacks; go through float64, then float32 rounded to odd, which makes
@@ -151,6 +163,32 @@ class ExprEmitter:
         if to.width < v.type.width:
             return b.trunc(v, to)
         return b.sext(v, to) if signed else b.zext(v, to)
+
+    def _convert_narrow(self, v: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
+        """Conversions from and to bfloat16 and the narrow types (see :mod:`.narrow`)."""
+        f32 = np.dtype(np.float32)
+        if narrow.is_bf16(src):
+            return self._convert(v, f32, dst)
+        if narrow.is_narrow_float(src):
+            return self._convert(narrow.decode(self, v, src), f32, dst)
+        if narrow.is_narrow_int(src):
+            return self._convert(v, narrow.signed_int(src), dst)
+        if narrow.is_narrow_int(dst):
+            if src.kind == "f":
+                return narrow.float_to_narrow_int(self, v, dst)
+            return narrow.wrap_int(self, self._convert(v, src, narrow.signed_int(dst)), dst)
+        # To bfloat16 or a narrow float, from float32 exactly or rounded to odd (float64
+        # and integers), so that the one rounding to the narrow type is the direct one.
+        if src == f32:
+            wide = v
+        elif src.kind == "f" and src.itemsize == 2:
+            wide = self.builder.fpext(v, ir.FloatType())
+        else:
+            wide = self._to_f32_round_to_odd(v if src.kind == "f" else
+                                             self._convert(v, src, np.dtype(np.float64)))
+        if narrow.is_bf16(dst):
+            return narrow.round_bf16(self, wide)
+        return narrow.encode(self, wide, dst, self.where)
 
     def _to_f32_round_to_odd(self, x: ir.Value) -> ir.Value:
         b = self.builder
@@ -185,6 +223,9 @@ class ExprEmitter:
     def _emit_binary(self, e: Binary) -> ir.Value:
         a, b = self.emit(e.a), self.emit(e.b)
         kind = e.dtype.kind
+        if narrow.register_type(e.dtype, False) is not None:
+            raise CodegenError(f"{self.where}: arithmetic '{e.op}' on {e.dtype.name}; "
+                               "lower it through float32 (hetero.core.lower.narrow)")
         if kind == "b":
             raise CodegenError(f"{self.where}: arithmetic '{e.op}' on booleans; "
                                "cast to an integer type first")

@@ -10,11 +10,14 @@ from collections.abc import Callable
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hetero.core.ir.opdef import Attr, OpDef, no_flops, register
 from hetero.core.ir.ops.common import broadcast_shapes, require_dtype, same_dtype
-from hetero.core.ir.types import FLOAT_DTYPES, NUMERIC_DTYPES, TensorType
+from hetero.core.ir.types import (
+    ALL_DTYPES, FLOAT_DTYPES, NARROW_FLOAT_DTYPES, NUMERIC_DTYPES, TensorType, is_float,
+)
 from hetero.errors import OpAttributeError, ShapeError
 
 _BOOL = (np.dtype(bool),)
@@ -98,7 +101,7 @@ _unary("Ceil", np.ceil, doc="round up")
 _unary("Neg", np.negative, _SIGNED, doc="-x")
 _unary("Abs", np.abs, NUMERIC_DTYPES, doc="|x|")
 _unary("Not", np.logical_not, _BOOL, doc="logical not")
-_unary("Identity", lambda x: x, NUMERIC_DTYPES + _BOOL, doc="x")
+_unary("Identity", lambda x: x, ALL_DTYPES, doc="x")
 _unary("Dropout", lambda x: x, FLOAT_DTYPES,
        doc="inference-mode dropout: the identity (the mask output is not part of the op)")
 _unary("Clip", _clip, NUMERIC_DTYPES,
@@ -108,14 +111,38 @@ _unary("Clip", _clip, NUMERIC_DTYPES,
 
 
 def _cast_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-    return [TensorType(ins[0].shape, attrs["to"])]
+    to = np.dtype(attrs["to"])
+    if to.name == "float8_e8m0fnu" and is_float(ins[0].dtype):
+        raise ShapeError("a Cast from a float to float8_e8m0fnu (its round_mode) is not supported")
+    return [TensorType(ins[0].shape, to)]
+
+
+def saturation_bound(to: np.dtype) -> float | None:
+    """The bound a saturating Cast to ``to`` clips to: float8 types only (float4 always
+    saturates, float8_e8m0 has its own rule)."""
+    if to in NARROW_FLOAT_DTYPES and to.name.startswith("float8") and to.name != "float8_e8m0fnu":
+        return float(ml_dtypes.finfo(to).max)
+    return None
+
+
+def _cast_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, to = ins[0], np.dtype(attrs["to"])
+    bound = saturation_bound(to)
+    if bound is not None and attrs["saturate"] and is_float(x.dtype):
+        # ONNX's saturate: out-of-range values (infinities too) clip; NaN stays NaN.
+        wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        x = np.clip(wide, -bound, bound)
+    return [x.astype(to)]
 
 
 register(OpDef(
-    "Cast", ("X",), ("Y",), _cast_infer,
-    lambda ins, attrs: [ins[0].astype(attrs["to"])],
-    attrs={"to": Attr("dtype", doc="target dtype")}, flops=no_flops,
-    doc="convert to dtype ``to`` (float to int truncates toward zero, as numpy does)",
+    "Cast", ("X",), ("Y",), _cast_infer, _cast_reference,
+    attrs={"to": Attr("dtype", doc="target dtype"),
+           "saturate": Attr("int", 1, "float8 targets: 1 clips out-of-range values (and "
+                                      "infinities) to the largest finite value, 0 gives inf or NaN")},
+    flops=no_flops,
+    doc="convert to dtype ``to`` (float to int truncates toward zero, as numpy does; narrow "
+        "types as ml_dtypes converts them, to nearest even)",
 ))
 
 
