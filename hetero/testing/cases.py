@@ -61,6 +61,7 @@ from hetero.testing import (  # noqa: F401 - they register their generators
     cases_nn,
     cases_qint,
     cases_resize,
+    cases_signal,
     cases_rnn,
     cases_sample,
     cases_tensor,

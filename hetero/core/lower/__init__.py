@@ -7,6 +7,7 @@ from hetero.core.lower import indexing  # noqa: F401
 from hetero.core.lower import topk  # noqa: F401
 from hetero.core.lower import conv_transpose  # noqa: F401
 from hetero.core.lower import resize  # noqa: F401
+from hetero.core.lower import signal  # noqa: F401
 from hetero.core.lower import sample  # noqa: F401
 from hetero.core.lower import unpool  # noqa: F401
 from hetero.core.lower import rnn  # noqa: F401

@@ -9,6 +9,7 @@ from hetero.core.ir.ops import indexing  # noqa: F401
 from hetero.core.ir.ops import topk  # noqa: F401
 from hetero.core.ir.ops import conv_transpose  # noqa: F401
 from hetero.core.ir.ops import resize  # noqa: F401
+from hetero.core.ir.ops import signal  # noqa: F401
 from hetero.core.ir.ops import sample  # noqa: F401
 from hetero.core.ir.ops import unpool  # noqa: F401
 from hetero.core.ir.ops import rnn  # noqa: F401
