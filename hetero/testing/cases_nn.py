@@ -76,6 +76,9 @@ def _pool(op: str, d: Draw, dtype: np.dtype) -> Spec:
     attrs["ceil_mode"] = d.pick((0, 1))
     x = values(d, (d.integer(1, 2), d.integer(1, 3)) + spatial, dtype)
     if op == "MaxPool":
+        # Indices: small integers tie often, so the first tap holding the maximum matters.
+        if d.pick((False, True)):
+            attrs.update(indices=1, storage_order=d.pick((0, 1)))
         return Spec((Operand("x", with_nan(d, x)),), attrs, EXACT)
     attrs["count_include_pad"] = d.pick((0, 1))
     terms = math.prod(attrs["kernel_shape"])

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.compute import IterVar, Tensor, max_, reduce_axis, sum_
+from hetero.core.ir.tir.compute import IterVar, Tensor, max_, min_, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
-    Expr, binary, call, cast, const, ge, logical_and, lt, maximum, minimum, select,
+    INDEX, Expr, binary, call, cast, const, eq, ge, logical_and, logical_or, lt, maximum,
+    minimum, ne, select,
 )
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
@@ -31,6 +32,16 @@ def _window_read(x: Tensor, batch: Expr, channel: Expr, out: Sequence[Expr],
                  taps: Sequence[IterVar], attrs: dict[str, Any], out_spatial: Sequence[int],
                  fill: Any) -> Expr:
     """``x`` at the taps of the window at output position ``out``; ``fill`` off the input."""
+    index, inside = _window_position(x, batch, channel, out, taps, attrs, out_spatial)
+    load = x[tuple(index)]
+    return load if inside is None else select(inside, load, const(fill, x.dtype))
+
+
+def _window_position(x: Tensor, batch: Expr, channel: Expr, out: Sequence[Expr],
+                     taps: Sequence[IterVar], attrs: dict[str, Any], out_spatial: Sequence[int]
+                     ) -> tuple[list[Expr], Expr | None]:
+    """The (clamped) index of ``x`` that a window's tap reads, and the condition that it
+    lies on ``x`` (None where it always does)."""
     index: list[Expr] = [batch, channel]
     inside: Expr | None = None
     for i, tap in enumerate(taps):
@@ -47,8 +58,7 @@ def _window_read(x: Tensor, batch: Expr, channel: Expr, out: Sequence[Expr],
         index.append(p)
         for check in checks:
             inside = check if inside is None else logical_and(inside, check)
-    load = x[tuple(index)]
-    return load if inside is None else select(inside, load, const(fill, x.dtype))
+    return index, inside
 
 
 def _taps(kernel: Sequence[int], name: str) -> list[IterVar]:
@@ -96,7 +106,50 @@ def lower_max_pool(inputs: list[Tensor | None], attrs: dict[str, Any],
         batch, c, o = idx[0], idx[1], idx[2:]
         return max_(_window_read(x, batch, c, o, taps, attrs, out[2:], lowest), taps)
 
-    return [compute_nd(out, element, names[0])]
+    y = compute_nd(out, element, names[0])
+    if not attrs["indices"]:
+        return [y]
+    return [y, _max_pool_indices(x, y, attrs, out, names[1])]
+
+
+def _max_pool_indices(x: Tensor, y: Tensor, attrs: dict[str, Any], out: tuple[int, ...],
+                      name: str) -> Tensor:
+    """The first tap (row-major over the kernel) on ``x`` holding the window's maximum (a
+    NaN when that is NaN), as ArgMax finds it; then that tap's flat index into ``x``."""
+    kernel, spatial = tuple(attrs["kernel_shape"]), x.shape[2:]
+    taps = _taps(kernel, f"{name}_t")
+    count = math.prod(kernel)
+
+    def first(idx: Indices) -> Expr:
+        _, inside = _window_position(x, idx[0], idx[1], idx[2:], taps, attrs, out[2:])
+        v = _window_read(x, idx[0], idx[1], idx[2:], taps, attrs, out[2:], 0)
+        hit = eq(v, y[idx])
+        if x.dtype.kind == "f":
+            hit = logical_or(hit, ne(v, v))  # only a NaN differs from itself
+        if inside is not None:
+            hit = logical_and(inside, hit)
+        tap: Expr = const(0, INDEX)
+        for t in taps:
+            tap = tap * t.extent + cast(t.var, INDEX)
+        return min_(select(hit, tap, const(count, INDEX)), taps)
+
+    found = compute_nd(out, first, f"{name}_tap", INDEX)
+    order = range(len(spatial)) if attrs["storage_order"] else reversed(range(len(spatial)))
+    step, strides = 1, [0] * len(spatial)
+    for i in order:
+        strides[i], step = step, step * spatial[i]
+
+    def element(idx: Indices) -> Expr:
+        tap = found[idx]
+        flat = (cast(idx[0], INDEX) * x.shape[1] + idx[1]) * math.prod(spatial)
+        for i, k in enumerate(kernel):
+            k_i = tap // math.prod(kernel[i + 1:]) % k
+            position = (idx[2 + i] * attrs["strides"][i] + k_i * attrs["dilations"][i]
+                        - attrs["pads"][i])
+            flat = flat + position * strides[i]
+        return select(lt(tap, count), flat, const(-1, INDEX))
+
+    return compute_nd(out, element, name, INDEX)
 
 
 def _tap_count(o: Expr, tap: IterVar, size: int, out_extent: int, attrs: dict[str, Any],

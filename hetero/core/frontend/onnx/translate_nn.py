@@ -61,17 +61,16 @@ def conv(ctx: NodeContext) -> None:
 
 @translates("MaxPool", "AveragePool")
 def pool(ctx: NodeContext) -> None:
-    """MaxPool and AveragePool; MaxPool's Indices output is refused when used."""
-    if ctx.output_used(1):
-        raise ctx.unsupported(
-            f"its Indices output {ctx.node.output[1]!r} is used; hetero's MaxPool computes "
-            "the pooled values only"
-        )
+    """MaxPool and AveragePool; MaxPool's Indices are computed only when a node reads them."""
     x = ctx.input(0)
     attrs = _window_attrs(ctx, x, ctx.attr("kernel_shape"))
     attrs["ceil_mode"] = ctx.attr("ceil_mode", 0)
     if ctx.op_type == "AveragePool":
         attrs["count_include_pad"] = ctx.attr("count_include_pad", 0)
+    if ctx.op_type == "MaxPool" and ctx.output_used(1):
+        attrs.update(indices=1, storage_order=ctx.attr("storage_order", 0))
+        ctx.emit("MaxPool", [x], attrs, n_outputs=2)
+        return
     ctx.emit(ctx.op_type, [x], attrs)
 
 

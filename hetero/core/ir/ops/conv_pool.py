@@ -199,7 +199,13 @@ def _pool_infer(allowed: tuple[np.dtype, ...], op: str) -> InferFn:
         x = ins[0]
         require_spatial(x, op)
         require_dtype(x, allowed, f"{op} input X")
-        return [TensorType(x.shape[:2] + _window_out_dims(x, attrs, attrs["ceil_mode"]), x.dtype)]
+        y = TensorType(x.shape[:2] + _window_out_dims(x, attrs, attrs["ceil_mode"]), x.dtype)
+        if op != "MaxPool" or not attrs["indices"]:
+            return [y]
+        for key in ("indices", "storage_order"):
+            if attrs[key] not in (0, 1):
+                raise OpAttributeError(f"MaxPool {key} must be 0 or 1, got {attrs[key]}")
+        return [y, TensorType(y.shape, np.dtype(np.int64))]
 
     return infer
 
@@ -209,7 +215,39 @@ def _max_pool_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarra
     out = _window_out_dims(TensorType.of(x), attrs, attrs["ceil_mode"])
     lowest = -np.inf if x.dtype in FLOAT_DTYPES else np.iinfo(x.dtype).min
     view = _windows(x, attrs["pads"], attrs, out, lowest)
-    return [view.max(axis=_kernel_axes(len(out)))]
+    y = view.max(axis=_kernel_axes(len(out)))
+    if not attrs["indices"]:
+        return [y]
+    return [y, _max_pool_indices(x, view, y, out, attrs)]
+
+
+def _max_pool_indices(x: np.ndarray, view: np.ndarray, y: np.ndarray, out: tuple[int, ...],
+                      attrs: dict[str, Any]) -> np.ndarray:
+    """The flat index into ``x`` of each window's first tap (in row-major tap order) that
+    holds its maximum (a NaN when the maximum is NaN); -1 for a window with no tap on ``x``."""
+    n = len(out)
+    real = _windows(np.ones((1, 1) + x.shape[2:], bool), attrs["pads"], attrs, out, False)
+    hit = view == y[(...,) + (None,) * n]
+    if x.dtype.kind == "f":
+        hit |= np.isnan(view)  # the maximum is NaN exactly where a tap is
+    hit &= real
+    kernel = attrs["kernel_shape"]
+    flat_hit = hit.reshape(hit.shape[:2 + n] + (-1,))
+    tap = np.argmax(flat_hit, axis=-1)
+    found = flat_hit.any(axis=-1)
+    spatial = x.shape[2:]
+    # Row-major (storage_order 0) or column-major (1) strides over the spatial axes.
+    order = range(n) if attrs["storage_order"] else reversed(range(n))
+    step, strides = 1, [0] * n
+    for i in order:
+        strides[i], step = step, step * spatial[i]
+    index = (np.arange(x.shape[0])[:, None] * x.shape[1] + np.arange(x.shape[1])) * math.prod(spatial)
+    index = index.reshape(index.shape + (1,) * n)
+    for i, k in enumerate(np.unravel_index(tap, kernel)):
+        o = np.arange(out[i]).reshape((1,) * (2 + i) + (-1,) + (1,) * (n - 1 - i))
+        position = o * attrs["strides"][i] + k * attrs["dilations"][i] - attrs["pads"][i]
+        index = index + position * strides[i]
+    return np.where(found, index, -1).astype(np.int64)
 
 
 def _average_pool_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
@@ -241,10 +279,18 @@ _POOL_ATTRS = {
 }
 
 register(OpDef(
-    "MaxPool", ("X",), ("Y",), _pool_infer(_MAXPOOL_DTYPES, "MaxPool"), _max_pool_reference,
-    attrs=_POOL_ATTRS, flops=_pool_flops, complete=_pool_complete,
+    "MaxPool", ("X",), ("Y", "Indices?"), _pool_infer(_MAXPOOL_DTYPES, "MaxPool"),
+    _max_pool_reference,
+    attrs={**_POOL_ATTRS,
+           "indices": Attr("int", 0, "1: also output Indices, each maximum's flat index into X"),
+           "storage_order": Attr("int", 0, "Indices' order of the spatial axes: 0 row-major, "
+                                           "1 column-major (N and C stay outermost)")},
+    flops=_pool_flops, complete=_pool_complete,
     doc="maximum over each window; padding never wins (it is -inf, or the integer minimum, "
-        "which is also the result of a dilated window that falls wholly on padding)",
+        "which is also the result of a dilated window that falls wholly on padding). With "
+        "indices=1 also the flat int64 index into X of the window's first tap (row-major "
+        "over the kernel) holding the maximum, NaN counting as the maximum as in ArgMax; "
+        "-1 for a window wholly on padding",
 ))
 
 register(OpDef(
