@@ -11,7 +11,9 @@ Three kinds of stage:
    rows ``0 .. seq-1`` receive each step's hidden state at its time index, row ``seq``
    is the running hidden state, row ``seq + 1`` the running cell state (LSTM; GRU's
    ``r * H`` before its ``h`` gate's product), and the last ``gates`` rows hold the
-   step's gates. Each step per batch entry: the recurrent product into the gate rows,
+   step's gates. Each step per batch entry: the recurrent product into the gate rows
+   (one row of ``R^T`` scaled by each hidden unit and added along the gate row, a
+   vectorized loop; ``R^T`` is its own stage, computed once when ``R`` is constant),
    then the gate activations and the state update element by element. The directions
    are written out one after the other (each has its own activations), the batch
    entries are independent, and ``sequence_lens`` is read at run time: an entry past
@@ -35,7 +37,7 @@ from hetero.core.ir.tir.compute import Tensor, extern, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
     Expr, Var, call, cast, const, gt, lt, maximum, minimum, select,
 )
-from hetero.core.ir.tir.stmt import Allocate, For, IfThenElse, Stmt, Store, seq
+from hetero.core.ir.tir.stmt import Allocate, For, ForKind, IfThenElse, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import UNARY, Indices, compute_nd
 from hetero.core.lower.reduce import accumulator_dtype
@@ -90,6 +92,8 @@ def lower_recurrent(op: str, inputs: list[Tensor | None], attrs: dict[str, Any],
         return y
 
     xw = compute_nd((d_count, steps_n, batch, gates * n), projection, f"{name}_xw")
+    # R transposed (a constant R's is computed once, when compiling).
+    r_t = compute_nd((d_count, n, gates * n), lambda i: cast(r[i[0], i[2], i[1]], acc), f"{name}_rt")
     acts = activation_list(attrs)
     per = FUNCTIONS[op]
 
@@ -128,17 +132,23 @@ def lower_recurrent(op: str, inputs: list[Tensor | None], attrs: dict[str, Any],
 
             def product(gate_lo: int, gate_hi: int, source_row: int, base: Callable[[Expr], Expr],
                         tag: str) -> Stmt:
-                """Gate rows ``gate_lo .. gate_hi - 1`` = base + S[source_row] @ R^T."""
-                q, jj, kk = (Var(f"{name}_{tag}{v}{dn}") for v in "qjk")
-                acc_buf = Buffer(f"{name}_{tag}acc{dn}", (1,), acc, "local")
-                g = (q + gate_lo) * n + jj
-                update = Store(acc_buf, (_ZERO,), acc_buf[_ZERO] + s_buf[d, const(source_row, _INT64), bb, kk]
-                               * cast(r.buffer[d, g, kk], acc))
-                body = Allocate(acc_buf, seq(
-                    Store(acc_buf, (_ZERO,), base(g)),
-                    For(kk, n, update),
-                    Store(s_buf, (d, g_row + gate_lo + q, bb, jj), acc_buf[_ZERO])))
-                return For(q, gate_hi - gate_lo, For(jj, n, body))
+                """Gate rows ``gate_lo .. gate_hi - 1`` = base + S[source_row] @ R^T, as one
+                scaled row of R^T added per hidden unit, so the innermost loop walks the
+                gate row and R^T's row contiguously (and vectorizes)."""
+                q, jj, q2, jj2, kk = (Var(f"{name}_{tag}{v}{dn}") for v in ("q", "j", "q_", "j_", "k"))
+                unit = Buffer(f"{name}_{tag}h{dn}", (1,), acc, "local")
+
+                def row(qv: Expr) -> Expr:
+                    return const(g_row + gate_lo, _INT64) + qv
+
+                init = For(q, gate_hi - gate_lo, For(jj, n, Store(
+                    s_buf, (d, row(q), bb, jj), base((q + gate_lo) * n + jj))))
+                axpy = For(q2, gate_hi - gate_lo, For(jj2, n, Store(
+                    s_buf, (d, row(q2), bb, jj2),
+                    s_buf[d, row(q2), bb, jj2] + unit[_ZERO] * r_t.buffer[d, kk, (q2 + gate_lo) * n + jj2]),
+                    ForKind.VECTORIZED))
+                return seq(init, For(kk, n, Allocate(unit, seq(
+                    Store(unit, (_ZERO,), s_buf[d, const(source_row, _INT64), bb, kk]), axpy))))
 
             def from_xw(g: Expr) -> Expr:
                 return xw.buffer[d, t, bb, g]
@@ -195,7 +205,7 @@ def lower_recurrent(op: str, inputs: list[Tensor | None], attrs: dict[str, Any],
         return seq(*(direction(dn) for dn in range(d_count)))
 
     state = extern((d_count, steps_n + 2 + gates, batch, n), acc, f"{name}_state",
-                   tuple(t for t in (xw, w, r, b, lens, h0, c0, p) if t is not None), build)
+                   tuple(t for t in (xw, r_t, w, r, b, lens, h0, c0, p) if t is not None), build)
 
     def y_value(idx: Indices) -> Expr:
         bb, t, d, j = idx if batch_first else (idx[2], idx[0], idx[1], idx[3])
