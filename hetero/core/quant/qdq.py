@@ -62,6 +62,8 @@ def read_weight(dq: Node, channel_axis: int) -> tuple[np.ndarray, np.ndarray] | 
         return f"{where} has a scale or zero point that is not a constant"
     if zero is not None and np.any(zero.data != 0):
         return f"{where} has nonzero zero points: only symmetric weights are lowered"
+    if dq.attrs.get("block_size"):
+        return f"{where} is blocked (block_size {dq.attrs['block_size']}): only per-channel weights are lowered"
     if scale.data.size != 1 and dq.attrs["axis"] != channel_axis:
         return (f"{where} is per-axis along axis {dq.attrs['axis']}, not the output-channel "
                 f"axis {channel_axis}")

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
-from hetero.core.frontend.onnx.shapes import numpy_dtype
+from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
 from hetero.core.frontend.onnx.translate_tensor import reduce
 from hetero.core.ir.graph import Value
 
@@ -149,35 +149,43 @@ def layer_norm(ctx: NodeContext) -> None:
     ctx.emit("LayerNormalization", inputs, attrs, n_outputs=3)
 
 
-def _refuse_blocked(ctx: NodeContext) -> None:
-    if ctx.attr("block_size", 0):
-        raise ctx.unsupported("blocked quantisation (block_size != 0) is not supported")
+def _check_precision(ctx: NodeContext) -> None:
+    """QuantizeLinear-23's precision: hetero divides in float32 (float64 for float64 x)."""
+    precision = ctx.attr("precision", 0)
+    if not precision:
+        return
+    wanted, x = numpy_dtype(precision), ctx.input(0)
+    computes = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
+    if wanted != computes:
+        raise ctx.unsupported(f"precision {dtype_name(precision)} is not supported: hetero "
+                              f"divides {x.dtype.name} by the scale in {computes.name}")
 
 
 @translates("QuantizeLinear")
 def quantize(ctx: NodeContext) -> None:
     """QuantizeLinear; a missing zero point becomes an explicit zero of the output dtype."""
-    _refuse_blocked(ctx)
+    _check_precision(ctx)
     x, scale = ctx.input(0), ctx.input(1)
     zero_point = ctx.optional_input(2)
     if zero_point is None:
         # Without a zero point the output is uint8, unless opset 21's output_dtype says otherwise.
-        dtype = numpy_dtype(ctx.attr("output_dtype", 0) or onnx.TensorProto.UINT8)
-        if dtype is None or dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
-            raise ctx.unsupported("only uint8 and int8 quantisation is supported")
+        elem = ctx.attr("output_dtype", 0) or onnx.TensorProto.UINT8
+        dtype = numpy_dtype(elem)
+        if dtype is None:
+            raise ctx.unsupported(f"quantisation to {dtype_name(elem)} is not supported")
         zero_point = ctx.constant(np.zeros(scale.shape, dtype), "zero_point")
-    ctx.emit("QuantizeLinear", [x, scale, zero_point], merge_attrs(ctx, ["axis"]))
+    ctx.emit("QuantizeLinear", [x, scale, zero_point],
+             merge_attrs(ctx, ["axis", "saturate", "block_size"]))
 
 
 @translates("DequantizeLinear")
 def dequantize(ctx: NodeContext) -> None:
-    _refuse_blocked(ctx)
     scale = ctx.input(1)
     wanted = ctx.attr("output_dtype", 0)
     if wanted and numpy_dtype(wanted) != scale.dtype:
         raise ctx.unsupported("an output_dtype other than the scale's dtype is not supported")
     inputs = [ctx.input(0), scale, ctx.optional_input(2)]
-    ctx.emit("DequantizeLinear", inputs, merge_attrs(ctx, ["axis"]))
+    ctx.emit("DequantizeLinear", inputs, merge_attrs(ctx, ["axis", "block_size"]))
 
 
 #: What each further reduction computes over an empty set of axes when noop_with_empty_axes
