@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from hetero.core.ir.ops.elementwise import saturation_bound
@@ -25,6 +26,7 @@ from hetero.core.ir.tir.expr import (
     Not,
     Var,
     binary,
+    bitcast,
     call,
     cast,
     const,
@@ -162,10 +164,36 @@ def _bit_not(x: Expr) -> Expr:
     return binary("bit_xor", x, const(ones, x.dtype))
 
 
-def _cast(x: Expr, to: np.dtype, saturate: int = 0) -> Expr:
+def _to_e8m0(x: Expr, saturate: int, round_mode: str) -> Expr:
+    """ONNX's float-to-float8_e8m0 conversion (see ``to_e8m0_bits``) on float32 bits."""
+    u32 = np.dtype(np.uint32)
+    bits = bitcast(cast(x, np.float32), u32)
+
+    def mask(m: int) -> Expr:
+        return ne(binary("bit_and", bits, const(m, u32)), const(0, u32))
+
+    exponent = binary("bit_and", binary("shr", bits, const(23, u32)), const(0xFF, u32))
+    special = eq(exponent, const(0xFF, u32))
+    if round_mode == "nearest":
+        up = logical_and(mask(0x400000), logical_or(logical_or(mask(0x200000), mask(0x1FFFFF)),
+                                                    gt(exponent, const(0, u32))))
+    elif round_mode == "up":
+        up = mask(0x7FFFFF)
+    else:
+        up = None
+    if up is not None and saturate:
+        up = logical_and(up, ne(exponent, const(0xFE, u32)))
+    rounded = exponent if up is None else exponent + cast(up, u32)
+    out = select(special, const(0xFF, u32), rounded)
+    return bitcast(cast(out, np.uint8), np.dtype(ml_dtypes.float8_e8m0fnu))
+
+
+def _cast(x: Expr, to: np.dtype, saturate: int = 0, round_mode: str = "up") -> Expr:
     if to == BOOL and x.dtype != BOOL:
         x = x if wide_dtype(x.dtype) is None else cast(x, wide_dtype(x.dtype))
         return ne(x, const(0, x.dtype))
+    if to.name == "float8_e8m0fnu" and is_float(x.dtype):
+        return _to_e8m0(x, saturate, round_mode)
     bound = saturation_bound(to)
     if bound is not None and saturate and is_float(x.dtype):
         wide = cast(x, np.float64 if x.dtype == np.float64 else np.float32)
@@ -195,7 +223,7 @@ UNARY: dict[str, Callable[[Expr, dict[str, Any]], Expr]] = {
     "Identity": lambda x, a: x,
     "Dropout": lambda x, a: x,
     "Clip": lambda x, a: _clip(x, a["min"], a["max"]),
-    "Cast": lambda x, a: _cast(x, np.dtype(a["to"]), a["saturate"]),
+    "Cast": lambda x, a: _cast(x, np.dtype(a["to"]), a["saturate"], a["round_mode"]),
     "Sin": lambda x, a: call("sin", x),
     "Cos": lambda x, a: call("cos", x),
     "Tan": lambda x, a: call("tan", x),

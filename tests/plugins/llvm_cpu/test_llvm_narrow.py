@@ -128,3 +128,16 @@ def test_data_movement_keeps_every_bit_pattern(dtype: str) -> None:
         np.testing.assert_array_equal(_bits(got)[~nan], _bits(want)[~nan])
     else:
         np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("round_mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [0, 1])
+@pytest.mark.parametrize("source", ["float32", "float16", "float64"])
+def test_cast_to_e8m0_is_onnx_to_float8e8m0(round_mode: str, saturate: int, source: str) -> None:
+    dtype = np.dtype(ml_dtypes.float8_e8m0fnu)
+    x = _probe_values(dtype)
+    x = np.concatenate([x, np.float32(2.0**127) * np.float32([1.0, 1.25, 1.5, 1.75])]).astype(source)
+    got, ref = _run(_graph("Cast", {"x": x}, to=dtype, saturate=saturate, round_mode=round_mode), {"x": x})
+    want = onnx.numpy_helper.to_float8e8m0(x.astype(np.float32), bool(saturate), round_mode)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(ref.view(np.uint8), want.view(np.uint8))

@@ -10,7 +10,7 @@ import numpy as np
 
 from hetero.core.frontend.onnx.context import NodeContext, merge_attrs, translates
 from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
-from hetero.core.ir.types import as_dtype, is_float
+from hetero.core.ir.types import as_dtype
 from hetero.errors import HeteroError
 
 _SAME_NAME = (
@@ -138,11 +138,10 @@ def cast(ctx: NodeContext) -> None:
     dtype = numpy_dtype(to)
     if dtype is None:
         raise ctx.unsupported(f"cast to {dtype_name(to)} is not supported")
-    x = ctx.input(0)
-    if dtype.name == "float8_e8m0fnu" and is_float(x.dtype):
-        raise ctx.unsupported(f"a cast from {x.dtype.name} to FLOAT8E8M0 (round_mode "
-                              f"{ctx.attr('round_mode', 'up')!r}) is not supported")
-    ctx.emit("Cast", [x], {"to": dtype, "saturate": int(ctx.attr("saturate", 1))})
+    attrs = {"to": dtype, "saturate": int(ctx.attr("saturate", 1))}
+    if ctx.has_attr("round_mode"):
+        attrs["round_mode"] = ctx.attr("round_mode")
+    ctx.emit("Cast", [ctx.input(0)], attrs)
 
 
 @translates("Dropout")

@@ -110,11 +110,33 @@ _unary("Clip", _clip, NUMERIC_DTYPES,
        doc="min(max(x, min), max); ReLU6 is Clip(min=0, max=6)")
 
 
+_ROUND_MODES = ("up", "down", "nearest")
+
+
 def _cast_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-    to = np.dtype(attrs["to"])
-    if to.name == "float8_e8m0fnu" and is_float(ins[0].dtype):
-        raise ShapeError("a Cast from a float to float8_e8m0fnu (its round_mode) is not supported")
-    return [TensorType(ins[0].shape, to)]
+    if attrs["round_mode"] not in _ROUND_MODES:
+        raise OpAttributeError(f"Cast round_mode must be one of {_ROUND_MODES}, got {attrs['round_mode']!r}")
+    return [TensorType(ins[0].shape, attrs["to"])]
+
+
+def to_e8m0_bits(x: np.ndarray, saturate: int, round_mode: str) -> np.ndarray:
+    """ONNX's conversion of float ``x`` (as float32) to float8_e8m0 bits: the exponent of
+    |x|, rounded by ``round_mode`` from its significand; NaN and infinities give NaN
+    (0xFF); saturation keeps 2**127 from rounding up to NaN."""
+    bits = np.asarray(x, np.float32).view(np.uint32)
+    exponent = ((bits >> 23) & 0xFF).astype(np.uint16)
+    special = exponent == 0xFF
+    if round_mode == "nearest":
+        round_up = ((bits & 0x400000) != 0) & (((bits & 0x200000) != 0) | ((bits & 0x1FFFFF) != 0)
+                                               | (exponent > 0))
+    elif round_mode == "up":
+        round_up = (bits & 0x7FFFFF) != 0
+    else:
+        round_up = np.zeros(bits.shape, bool)
+    round_up &= ~special
+    if saturate:
+        round_up &= exponent != 0xFE
+    return np.where(special, 0xFF, exponent + round_up).astype(np.uint8)
 
 
 def saturation_bound(to: np.dtype) -> float | None:
@@ -127,6 +149,8 @@ def saturation_bound(to: np.dtype) -> float | None:
 
 def _cast_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
     x, to = ins[0], np.dtype(attrs["to"])
+    if to.name == "float8_e8m0fnu" and is_float(x.dtype):
+        return [to_e8m0_bits(x, attrs["saturate"], attrs["round_mode"]).view(to)]
     bound = saturation_bound(to)
     if bound is not None and attrs["saturate"] and is_float(x.dtype):
         # ONNX's saturate: out-of-range values (infinities too) clip; NaN stays NaN.
@@ -139,7 +163,9 @@ register(OpDef(
     "Cast", ("X",), ("Y",), _cast_infer, _cast_reference,
     attrs={"to": Attr("dtype", doc="target dtype"),
            "saturate": Attr("int", 1, "float8 targets: 1 clips out-of-range values (and "
-                                      "infinities) to the largest finite value, 0 gives inf or NaN")},
+                                      "infinities) to the largest finite value, 0 gives inf or NaN"),
+           "round_mode": Attr("str", "up", "float8_e8m0 targets from floats: 'up', 'down' or "
+                                          "'nearest' power of two")},
     flops=no_flops,
     doc="convert to dtype ``to`` (float to int truncates toward zero, as numpy does; narrow "
         "types as ml_dtypes converts them, to nearest even)",
