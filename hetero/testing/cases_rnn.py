@@ -33,7 +33,7 @@ _OTHER = (("Relu", 0.0, 0.0), ("LeakyRelu", 0.1, 0.0), ("HardSigmoid", 0.3, 0.4)
           ("Tanh", 0.0, 0.0))
 
 
-@generates(("RNN", "LSTM", "GRU"), FLOATS + ("float64",))
+@generates(("RNN", "LSTM", "GRU"), FLOATS + ("float64", "bfloat16"))
 def _recurrent(op: str, d: Draw, dtype: np.dtype) -> Spec:
     direction = d.pick(("forward", "reverse", "bidirectional"))
     dirs = 2 if direction == "bidirectional" else 1
