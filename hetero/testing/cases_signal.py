@@ -33,7 +33,7 @@ def _dft(op: str, d: Draw, dtype: np.dtype) -> Spec:
     parts = d.pick((1, 2))
     signal = tuple(d.integer(1, 4) for _ in range(d.integer(1, 3)))
     axis = d.integer(0, len(signal) - 1)
-    signal = signal[:axis] + (d.integer(1, 9),) + signal[axis + 1:]
+    signal = signal[:axis] + (d.integer(1, 12),) + signal[axis + 1:]
     x = uniform(d, signal + (parts,), dtype, -2.0, 2.0)
     inverse, onesided = d.pick((0, 1)), d.pick((0, 1))
     size = signal[axis]
@@ -55,7 +55,7 @@ def _dft(op: str, d: Draw, dtype: np.dtype) -> Spec:
 @generates(("STFT",), _DTYPES)
 def _stft(op: str, d: Draw, dtype: np.dtype) -> Spec:
     parts = d.pick((1, 2))
-    length = d.integer(1, 9)
+    length = d.integer(1, 20)
     step = d.integer(1, 4)
     frames = d.integer(1, 4)
     signal = uniform(d, (d.integer(1, 2), (frames - 1) * step + length + d.integer(0, step - 1),

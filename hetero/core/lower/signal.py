@@ -1,40 +1,45 @@
-"""Lowering DFT and STFT (meanings: :mod:`hetero.core.ir.ops.signal`) as a direct
-transform: a sum of products against a table of twiddle factors.
+"""Lowering DFT and STFT (meanings: :mod:`hetero.core.ir.ops.signal`) as sums of
+products against tables of twiddle factors.
 
 A transform of length ``N`` is a matrix product: each output part (real, imaginary)
 of each bin is the sum, over the samples used and their parts, of the sample times one
 entry of a ``[samples, parts, bins, 2]`` table of ``cos`` and ``sin`` of ``2 pi m / N``
 (``m = sample * bin mod N``, so the angle is exact before it is rounded), with the
 signs of the forward or inverse transform and the ``1 / N`` of the inverse folded in.
-The table's stage reads no input, so a backend that computes constant stages when it
-compiles (llvm_cpu does) computes it once, in float64, rounded to the accumulator's
+The tables' stages read no input, so a backend that computes constant stages when it
+compiles (llvm_cpu does) computes them once, in float64, rounded to the accumulator's
 dtype; cosines at quarter turns and sines at half turns are exact zeros, so a real
-signal's DC and Nyquist bins have exactly zero imaginary parts. STFT multiplies the
-window into the table (a stage of its own, computed once when the window is a
-constant) and reads each frame straight from the signal.
+signal's DC and Nyquist bins have exactly zero imaginary parts. STFT reads each frame
+straight from the signal, times the window.
 
-The product is computed into a planar stage, ``[2, ..., bins, ...]``, whose loops are
-those of a matrix product (rows: the other axes, lanes: the bins), so the CPU's
-register-tiled micro-kernel takes it, and is then interleaved into ONNX's ``[..., 2]``.
-Sums accumulate in float32 for float16, bfloat16 and float32, in float64 for float64.
+Where ``N = N1 * N2`` has a divisor near its square root, the transform takes two steps
+(Cooley and Tukey's split, once): ``N2`` transforms of length ``N1`` over the samples
+``N2`` apart, then for each bin a sum of ``N2`` terms against a second table, so about
+``N * (N1 + N2)`` multiply-adds instead of ``N * N``: a 2048-point one-sided transform
+costs a tenth. Short and prime lengths, and IRFFT, stay direct. Every step is a sum of
+products written into a planar stage, ``[2, ..., bins, ...]``, whose loops are those of
+a (batched) matrix product, so the CPU's register-tiled micro-kernel takes it; the
+output then interleaves the parts into ONNX's ``[..., 2]``. Sums accumulate in float32
+for float16, bfloat16 and float32, in float64 for float64.
 
-Why not an FFT: for the lengths audio models use (400 to 2048 samples, and 400 is no
-power of two) a direct transform on the tiled kernel costs ``2 * N`` multiply-adds per
-output part at the machine's peak rate, where an FFT's ``O(log N)`` butterflies per
-element are strided, scalar-heavy loops; and its rounding error is a plain sum's (see
-:mod:`hetero.testing.cases_signal` for the bound the cases hold it to).
+Why not a full radix-2 FFT: its ``log2 N`` passes of butterflies are strided,
+shuffle-heavy loops that no tiled kernel takes, and it needs a power of two (audio
+models use 400-sample frames). One split keeps every step a dense product at the
+kernel's rate; its rounding error is a sum of ``N1`` terms' followed by one of ``N2``
+terms' (see :mod:`hetero.testing.cases_signal` for the bound the cases hold it to).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from hetero.core.ir.ops.signal import irfft, stft_frames
 from hetero.core.ir.tir.compute import Tensor, reduce_axis, sum_
-from hetero.core.ir.tir.expr import Expr, call, cast, const, eq, logical_or, select
+from hetero.core.ir.tir.expr import Expr, call, cast, const, eq, logical_or, lt, minimum, select
 from hetero.core.ir.types import TensorType
 from hetero.core.lower.elementwise import Indices, compute_nd
 from hetero.core.lower.reduce import accumulator_dtype
@@ -54,11 +59,12 @@ def _cos_sin(m: Expr, n: int) -> tuple[Expr, Expr]:
 
 
 def _twiddles(used: int, parts: int, bins: int, n: int, inverse: bool, acc: np.dtype,
-              name: str) -> Tensor:
+              name: str, scaled: bool = True) -> Tensor:
     """The ``[used, parts, bins, 2]`` table of a full transform of length ``n``: entry
-    ``[s, p, k, q]`` is what part ``p`` of sample ``s`` adds to part ``q`` of bin ``k``."""
+    ``[s, p, k, q]`` is what part ``p`` of sample ``s`` adds to part ``q`` of bin ``k``
+    (an inverse's ``1 / n`` included unless not ``scaled``)."""
     sign = 1.0 if inverse else -1.0
-    scale = 1.0 / n if inverse else 1.0
+    scale = 1.0 / n if inverse and scaled else 1.0
 
     def entry(i: Indices) -> Expr:
         s, p, k, q = i
@@ -67,7 +73,7 @@ def _twiddles(used: int, parts: int, bins: int, n: int, inverse: bool, acc: np.d
         real_in = select(eq(q, 0), cos, sin * sign)
         imag_in = select(eq(q, 0), sin * -sign, cos)
         value = real_in if parts == 1 else select(eq(p, 0), real_in, imag_in)
-        return cast(value * scale if inverse else value, acc)
+        return cast(value * scale if scale != 1.0 else value, acc)
 
     return compute_nd((used, parts, bins, 2), entry, f"{name}_twiddle", acc)
 
@@ -88,65 +94,142 @@ def _irfft_twiddles(used: int, parts: int, n: int, acc: np.dtype, name: str) -> 
     return compute_nd((used, parts, n, 1), entry, f"{name}_twiddle", acc)
 
 
-def _interleave(planar: Tensor, out: TensorType, name: str) -> Tensor:
-    """``planar[q, ...]`` as ONNX's ``[..., q]``."""
-    def element(i: Indices) -> Expr:
-        return cast(planar[(i[-1],) + tuple(i[:-1])], out.dtype)
+Load = Callable[[Indices, Expr, Expr], Expr]
 
-    return compute_nd(out.shape, element, name, out.dtype)
+
+def split_length(n: int, bins: int, parts: int) -> int | None:
+    """The factor ``n1`` of a two-step transform of length ``n = n1 * n2`` (the divisor
+    nearest ``sqrt(n)``), or None where the direct transform costs less than twice as
+    much (short or prime lengths)."""
+    best = min((d for d in range(2, n) if n % d == 0), key=lambda d: abs(d - math.sqrt(n)),
+               default=None)
+    if best is None:
+        return None
+    n2 = n // best
+    split = n * best * parts * 2 + -(-bins // best) * best * n2 * 4
+    return best if 2 * split <= bins * n * parts * 2 else None
+
+
+def _transform(load: Load, pre: tuple[int, ...], post: tuple[int, ...], used: int, parts: int,
+               n: int, bins: int, inverse: bool, acc: np.dtype, name: str
+               ) -> Callable[[Indices, Expr], Expr]:
+    """The stages of a full transform of length ``n`` of the samples ``load(frame, s, p)``
+    (sample ``s < used`` of the frame at ``pre + post`` indices, part ``p``), keeping the
+    first ``bins`` bins; returns ``value(out_index, q)``: part ``q`` of the output element
+    at ``pre + (bin,) + post``.
+
+    Direct: one sum over the samples against a ``[used, parts, bins, 2]`` table. Two-step
+    (Cooley and Tukey's split, ``n = n1 * n2``, sample ``s = s2 + n2 * s1``, bin
+    ``k = k1 + n1 * k2``): ``X[k] = sum_s2 W_n^(s2 k) A[s2, k1]`` with ``A[s2, k1] =
+    sum_s1 x[s2 + n2 s1] W_n1^(s1 k1)``: two sums of products, ``n1`` and ``n2`` terms
+    long, each against its own table, instead of one ``n`` long.
+    """
+    rank = len(pre)
+    n1 = split_length(n, bins, parts)
+    if n1 is None:
+        table = _twiddles(used, parts, bins, n, inverse, acc, name)
+        s, p = reduce_axis(used, f"{name}_s"), reduce_axis(parts, f"{name}_p")
+
+        def product(i: Indices) -> Expr:
+            q, frame = i[0], i[1:rank + 1] + i[rank + 2:]
+            return sum_(load(frame, s.var, p.var) * table[s.var, p.var, i[rank + 1], q], (s, p))
+
+        planar = compute_nd((2,) + pre + (bins,) + post, product, f"{name}_planar", acc)
+        return lambda i, q: planar[(q,) + tuple(i)]
+    n2, k2s = n // n1, -(-bins // n1)
+    inner = _twiddles(n1, parts, n1, n1, inverse, acc, f"{name}_a", scaled=False)
+    s1, p = reduce_axis(n1, f"{name}_s1"), reduce_axis(parts, f"{name}_p")
+
+    def first(i: Indices) -> Expr:
+        q, frame, s2, k1 = i[0], i[1:rank + 1] + i[rank + 3:], i[rank + 1], i[rank + 2]
+        sample = s2 + s1.var * n2
+        value = load(frame, minimum(sample, used - 1), p.var)
+        if used < n:
+            value = select(lt(sample, used), value, const(0.0, acc))
+        return sum_(value * inner[s1.var, p.var, k1, q], (s1, p))
+
+    steps = compute_nd((2,) + pre + (n2, n1) + post, first, f"{name}_steps", acc)
+    outer = _split_twiddles(n1, n2, k2s, n, inverse, acc, name)
+    s2, r = reduce_axis(n2, f"{name}_s2"), reduce_axis(2, f"{name}_r")
+
+    def second(i: Indices) -> Expr:
+        q, k2, k1 = i[0], i[rank + 1], i[rank + 2]
+        read = (r.var,) + tuple(i[1:rank + 1]) + (s2.var, k1) + tuple(i[rank + 3:])
+        return sum_(steps[read] * outer[s2.var, r.var, k2, k1, q], (s2, r))
+
+    planar = compute_nd((2,) + pre + (k2s, n1) + post, second, f"{name}_planar", acc)
+
+    def value(i: Indices, q: Expr) -> Expr:
+        k = i[rank]
+        return planar[(q,) + tuple(i[:rank]) + (k // n1, k % n1) + tuple(i[rank + 1:])]
+
+    return value
+
+
+def _split_twiddles(n1: int, n2: int, k2s: int, n: int, inverse: bool, acc: np.dtype,
+                    name: str) -> Tensor:
+    """The second step's ``[n2, 2, k2s, n1, 2]`` table: ``W_n^(s2 k)`` for bin
+    ``k = k1 + n1 * k2``, as the direct table's entries (with the inverse's ``1 / n``)."""
+    sign = 1.0 if inverse else -1.0
+    scale = 1.0 / n if inverse else 1.0
+
+    def entry(i: Indices) -> Expr:
+        s2, p, k2, k1, q = i
+        cos, sin = _cos_sin((s2 * (k1 + k2 * n1)) % n, n)
+        value = select(eq(p, 0), select(eq(q, 0), cos, sin * sign), select(eq(q, 0), sin * -sign, cos))
+        return cast(value * scale if inverse else value, acc)
+
+    return compute_nd((n2, 2, k2s, n1, 2), entry, f"{name}_twiddle_b", acc)
 
 
 @lowers("DFT")
 def lower_dft(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
               names: list[str]) -> list[Tensor]:
-    """A sum of products against the twiddle table along ``axis`` (module doc)."""
+    """A direct or two-step transform along ``axis`` (module doc); IRFFT always direct."""
     x = inputs[0]
     assert x is not None
     out, name = out_types[0], names[0]
     axis, n, parts = attrs["axis"], attrs["dft_length"], x.shape[-1]
     acc = accumulator_dtype(x.dtype)
-    bins = out.shape[axis]
+    pre, post = x.shape[:axis], x.shape[axis + 1:-1]
+
+    def load(frame: Indices, sample: Expr, part: Expr) -> Expr:
+        return cast(x[tuple(frame[:axis]) + (sample,) + tuple(frame[axis:]) + (part,)], acc)
+
     if irfft(attrs["inverse"], attrs["onesided"]):
         used = min(x.shape[axis], n // 2 + 1)
         table = _irfft_twiddles(used, parts, n, acc, name)
-    else:
-        used = min(x.shape[axis], n)
-        table = _twiddles(used, parts, bins, n, bool(attrs["inverse"]), acc, name)
-    s, p = reduce_axis(used, f"{name}_s"), reduce_axis(parts, f"{name}_p")
+        s, p = reduce_axis(used, f"{name}_s"), reduce_axis(parts, f"{name}_p")
 
-    def product(i: Indices) -> Expr:
-        q, rest = i[0], tuple(i[1:])
-        sample = x[rest[:axis] + (s.var,) + rest[axis + 1:] + (p.var,)]
-        return sum_(cast(sample, acc) * table[s.var, p.var, rest[axis], q], (s, p))
+        def product(i: Indices) -> Expr:
+            frame = i[:axis] + i[axis + 1:-1]
+            return sum_(load(frame, s.var, p.var) * table[s.var, p.var, i[axis], 0], (s, p))
 
-    planar = compute_nd((out.shape[-1],) + out.shape[:-1], product, f"{name}_planar", acc)
-    return [_interleave(planar, out, name)]
+        return [compute_nd(out.shape, product, name, out.dtype) if acc == out.dtype else
+                compute_nd(out.shape, lambda i: cast(product(i), out.dtype), name, out.dtype)]
+    value = _transform(load, pre, post, min(x.shape[axis], n), parts, n, out.shape[axis],
+                       bool(attrs["inverse"]), acc, name)
+    return [compute_nd(out.shape, lambda i: cast(value(i[:-1], i[-1]), out.dtype), name, out.dtype)]
 
 
 @lowers("STFT")
 def lower_stft(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
                names: list[str]) -> list[Tensor]:
-    """Each frame read from the signal at ``frame * frame_step``, against the twiddle
-    table times the window."""
+    """Each frame read from the signal at ``frame * frame_step`` (times the window) and
+    transformed as DFT's are."""
     signal = inputs[0]
     window = inputs[1] if len(inputs) > 1 else None
     assert signal is not None
     out, name = out_types[0], names[0]
-    step, length, parts = attrs["frame_step"], attrs["frame_length"], signal.shape[-1]
+    step, length = attrs["frame_step"], attrs["frame_length"]
     acc = accumulator_dtype(signal.dtype)
-    bins = out.shape[2]
     assert out.shape[1] == stft_frames(signal.shape[1], length, step)
-    table = _twiddles(length, parts, bins, length, False, acc, name)
-    if window is not None:
-        plain = table
-        table = compute_nd(plain.shape, lambda i: cast(window[i[:1]], acc) * plain[i],
-                           f"{name}_windowed", acc)
-    s, p = reduce_axis(length, f"{name}_s"), reduce_axis(parts, f"{name}_p")
 
-    def product(i: Indices) -> Expr:
-        q, b, f, k = i
-        sample = signal[b, f * step + s.var, p.var]
-        return sum_(cast(sample, acc) * table[s.var, p.var, k, q], (s, p))
+    def load(frame: Indices, sample: Expr, part: Expr) -> Expr:
+        b, f = frame
+        value = cast(signal[b, f * step + sample, part], acc)
+        return value if window is None else value * cast(window[sample], acc)
 
-    planar = compute_nd((2,) + out.shape[:-1], product, f"{name}_planar", acc)
-    return [_interleave(planar, out, name)]
+    value = _transform(load, out.shape[:2], (), length, signal.shape[-1], length, out.shape[2],
+                       False, acc, name)
+    return [compute_nd(out.shape, lambda i: cast(value(i[:-1], i[-1]), out.dtype), name, out.dtype)]

@@ -14,6 +14,7 @@ import pytest
 from hetero.core.ir import GraphBuilder, Node
 from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
+from hetero.core.lower.signal import split_length
 from hetero.errors import UnsupportedOpError
 from hetero.onnx_backend import HeteroBackend
 from lowercheck import run_lowered
@@ -49,6 +50,27 @@ def test_lowered_stft_matches_reference(windowed: bool) -> None:
     got = run_lowered(verify_func(lower_node(node)), node, {"x0": signal, "x1": window})[0]
     np.testing.assert_allclose(got, node.opdef.reference([signal, window], node.attrs)[0],
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"axis": 1}, {"axis": 1, "inverse": 1}, {"axis": 1, "onesided": 1, "dft_length": 100},
+    {"axis": 1, "dft_length": 48}, {"axis": 1, "dft_length": 30},
+    {"axis": 0, "dft_length": 36},
+])
+def test_two_step_transforms_match_reference(attrs: dict) -> None:
+    """36 = 6 * 6 samples take two steps (zero-padded to 48 or 100, cut to 30, or along the
+    first axis of 36 padded from 2); the interpreter gives the reference's numbers."""
+    n = attrs.get("dft_length", 36)
+    assert split_length(n, n // 2 + 1 if attrs.get("onesided") else n, 2) is not None
+    x = np.random.default_rng(n).standard_normal((2, 36, 3, 2)).astype(np.float32)
+    node = _node("DFT", [x], **attrs)
+    got = run_lowered(verify_func(lower_node(node)), node, {"x0": x})[0]
+    np.testing.assert_allclose(got, node.opdef.reference([x], node.attrs)[0], rtol=1e-5, atol=2e-5)
+
+
+def test_short_and_prime_lengths_stay_direct() -> None:
+    assert split_length(16, 9, 1) is None and split_length(97, 97, 2) is None
+    assert split_length(400, 201, 1) == 20 and split_length(2048, 1025, 1) == 32
 
 
 def test_real_signal_dc_and_nyquist_bins_have_exactly_zero_imaginary_parts() -> None:
@@ -115,7 +137,7 @@ def test_a_default_axis_that_depends_on_the_opset_is_refused() -> None:
         HeteroBackend.prepare(_dft_model(x, 20))
 
 
-@pytest.mark.parametrize("n", [400, 512, 2048])
+@pytest.mark.parametrize("n", [257, 400, 512, 2048])
 def test_audio_lengths_stay_within_the_float32_sum_bound(n: int) -> None:
     """Frames of audio length against numpy's float64 FFT: the error is a float32 sum's,
     far inside the bound the conformance cases use (2n terms of the frame's size)."""
