@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero.errors import InputError
 from hetero.testing.cases_base import (
     EXACT,
     FLOATS,
@@ -409,3 +410,32 @@ def _col2im(op: str, d: Draw, dtype: np.dtype) -> Spec:
     terms = math.prod(block)  # at most every tap lands on one element
     return Spec((Operand("x", x),), attrs,
                 exact_or(dtype, lambda: summed(dtype, terms + 1, terms * peak(x))))
+
+
+@generates(("MaxUnpool",), FLOATS + ("float64",))
+def _max_unpool(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    """Indices anywhere in the output, repeats included (the later element wins), constant
+    or at run time, and sometimes an output_shape other than the inferred one (an odd
+    size MaxPool rounded down); as an edge case an index past the end, which must be
+    refused."""
+    n = d.pick((2, 1, 3))
+    kernel = [d.integer(1, 3) for _ in range(n)]
+    strides = [d.integer(1, 3) for _ in range(n)]
+    pads = [d.integer(0, k - 1) for k in kernel] + [d.integer(0, k - 1) for k in kernel]
+    spatial = [d.integer(max(1, 1 + (pads[i] + pads[i + n] - kernel[i]) // strides[i] + 1), 4)
+               for i in range(n)]
+    x = values(d, (d.integer(1, 2), d.integer(1, 3), *spatial), dtype)
+    out = [x.shape[0], x.shape[1]] + [
+        (spatial[i] - 1) * strides[i] + kernel[i] - pads[i] - pads[i + n] for i in range(n)]
+    attrs: dict[str, Any] = {"kernel_shape": tuple(kernel), "strides": tuple(strides),
+                             "pads": tuple(pads)}
+    if d.pick((False, True)):
+        out = out[:2] + [v + d.integer(0, 2) for v in out[2:]]
+        attrs["output_shape"] = tuple(out)
+    size = math.prod(out)
+    indices = integers(d, x.shape, np.int64, 0, size - 1)
+    if d.edge():
+        indices.reshape(-1)[int(d.rng.integers(indices.size))] = size
+        return Spec((Operand("x", x), Operand("i", indices)), attrs, EXACT, error=InputError)
+    return Spec((Operand("x", x), Operand("i", indices, constant=d.pick((False, True)))), attrs,
+                EXACT)

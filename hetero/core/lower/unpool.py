@@ -4,6 +4,10 @@ Col2Im is a gather, as ConvTranspose's lowering is: each image element sums the 
 whose block position is whole, ``t = o + pad_begin - tap * dilation`` a multiple of the
 stride with ``t / stride`` among the block positions. Every output is written once; a
 tap off the grid reads a clamped position under a ``select``.
+
+MaxUnpool is a scatter, a stage written as loops: it zeroes the output, then writes
+each element of X, in order, at its index decoded into the output's shape (clamped:
+indices out of range are refused on the host before the kernel runs).
 """
 
 from __future__ import annotations
@@ -11,13 +15,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hetero.core.ir.tir.compute import Tensor, reduce_axis, sum_
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.compute import Tensor, extern, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
-    Expr, cast, const, eq, ge, logical_and, lt, maximum, minimum, select,
+    INDEX, Expr, cast, const, eq, ge, logical_and, lt, maximum, minimum, select,
 )
+from hetero.core.ir.tir.stmt import Stmt, Store, seq
 from hetero.core.ir.ops.unpool import blocks
 from hetero.core.ir.types import TensorType
-from hetero.core.lower.elementwise import Indices, compute_nd
+from hetero.core.lower.elementwise import Indices, compute_nd, serial_nest
 from hetero.core.lower.reduce import accumulator_dtype
 from hetero.core.lower.registry import lowers
 
@@ -60,3 +66,25 @@ def lower_col2im(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: 
         return cast(sum_(v if inside is None else select(inside, v, const(0, acc)), taps), x.dtype)
 
     return [compute_nd(out, element, names[0])]
+
+
+@lowers("MaxUnpool")
+def lower_max_unpool(inputs: list[Tensor | None], attrs: dict[str, Any],
+                     out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """Zeros, then X[e] at I[e] decoded into the output's shape, e in row-major order."""
+    x, indices = inputs
+    assert x is not None and indices is not None
+    out, name = out_types[0].shape, names[0]
+    size = math.prod(out)
+
+    def build(y: Buffer) -> Stmt:
+        zero = serial_nest(out, f"{name}_z", lambda p: Store(y, p, const(0, x.dtype)))
+
+        def write(e: Indices) -> Stmt:
+            flat = maximum(minimum(cast(indices.buffer[e], INDEX), size - 1), 0)
+            at = tuple(flat // math.prod(out[d + 1:]) % dim for d, dim in enumerate(out))
+            return Store(y, at, x.buffer[e])
+
+        return seq(zero, serial_nest(x.shape, f"{name}_e", write))
+
+    return [extern(out, x.dtype, name, (x, indices), build)]

@@ -105,6 +105,15 @@ def col2im(ctx: NodeContext) -> None:
     ctx.emit("Col2Im", [ctx.input(0)], attrs)
 
 
+@translates("MaxUnpool")
+def max_unpool(ctx: NodeContext) -> None:
+    """MaxUnpool with its output_shape input, when given, constant."""
+    attrs = merge_attrs(ctx, ["kernel_shape", "strides", "pads"])
+    if ctx.has_input(2):
+        attrs["output_shape"] = ctx.static_ints(2, "output_shape")
+    ctx.emit("MaxUnpool", [ctx.input(0), ctx.input(1)], attrs)
+
+
 def _refuse_used_outputs(ctx: NodeContext, first: int, what: str) -> None:
     for i in range(first, ctx.num_outputs):
         if ctx.output_used(i):
