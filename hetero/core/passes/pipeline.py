@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hetero.core.ir.graph import Graph
+from hetero.core.passes.algebra import RULES as ALGEBRA_RULES
 from hetero.core.passes.constant_folding import constant_folding_rules
 from hetero.core.passes.cse import eliminate_common_subexpressions
 from hetero.core.passes.dead_code import eliminate_dead_code
@@ -72,6 +73,9 @@ register_pass(Pass("remove_identity", rules=IDENTITY_RULES,
                    doc="bypass Identity and Dropout"))
 register_pass(Pass("constant_folding", rules=constant_folding_rules(),
                    doc="evaluate nodes whose operands are all known"))
+register_pass(Pass("simplify_algebra", rules=ALGEBRA_RULES,
+                   doc="drop no-ops: Cast to the own dtype, Expand to the own shape, x+0, x*1, "
+                   "Where on a constant condition"))
 register_pass(Pass("fold_batchnorm", rules=BATCHNORM_RULES,
                    doc="fold BatchNormalization and channel scales into weights"))
 register_pass(Pass("simplify_reshape", rules=RESHAPE_RULES,
@@ -85,7 +89,7 @@ register_pass(Pass("fuse_epilogues", transform=fuse_epilogues,
 
 #: The passes :func:`optimize` runs when it is given none, in order.
 DEFAULT_PASSES = (
-    "remove_identity", "constant_folding", "fold_batchnorm", "simplify_reshape", "cse", "dead_code",
+    "remove_identity", "constant_folding", "simplify_algebra", "fold_batchnorm", "simplify_reshape", "cse", "dead_code",
 )
 
 #: Rounds of the whole list at most: a later pass can open work for an earlier one

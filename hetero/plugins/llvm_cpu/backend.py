@@ -38,17 +38,24 @@ from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 VERSION = "0.1.0"
 
 
+#: Ops that only rename a C-contiguous array's shape: where their operand is an array
+#: this part made, their step is a numpy view of it, with no kernel and no copy.
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+
+
 @dataclass
 class Step:
-    """One kernel launch: the graph values it reads and writes, in parameter order."""
+    """One kernel launch: the graph values it reads and writes, in parameter order; or,
+    with ``view`` set and no kernel, its one output as its one input reshaped."""
 
     name: str
-    kernel: CompiledKernel
+    kernel: CompiledKernel | None
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[str, ...]  # the graph nodes this kernel computes
     # Run-time index inputs (value, axis, size), checked before the kernel reads with them.
     checks: tuple[tuple[str, int, Any, bool], ...] = ()
+    view: tuple[int, ...] | None = None
 
 
 class LlvmCpuPart:
@@ -80,6 +87,9 @@ class LlvmCpuPart:
         env.update({n: np.asarray(inputs[n], order="C") for n in self.inputs})
         profile = []
         for step in self.steps:
+            if step.kernel is None:
+                env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
+                continue
             outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
             start = time.perf_counter()
             for value, axis, size, wraps in step.checks:
@@ -101,13 +111,15 @@ class LlvmCpuPart:
         manifest = {
             "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
             "host_cpu": host_cpu(), "constants": list(self.constants),
-            "steps": [{"name": s.name, "image": s.kernel.image(), "inputs": list(s.inputs),
-                       "outputs": list(s.outputs), "nodes": list(s.nodes),
-                       "checks": [list(c) for c in s.checks]} for s in self.steps],
+            "steps": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs),
+                       "nodes": list(s.nodes), "checks": [list(c) for c in s.checks],
+                       **({"view": list(s.view)} if s.kernel is None else {"image": s.kernel.image()})}
+                      for s in self.steps],
         }
         return write_zip([
             ("manifest.json", json.dumps(manifest)),
-            *((f"kernels/{i}.o", s.kernel.module.object_code) for i, s in enumerate(self.steps)),
+            *((f"kernels/{i}.o", s.kernel.module.object_code) for i, s in enumerate(self.steps)
+              if s.kernel is not None),
             ("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})),
         ])
 
@@ -129,9 +141,12 @@ class LlvmCpuPart:
                     )
                 steps = []
                 for i, s in enumerate(manifest["steps"]):
+                    names = tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"])
+                    if "view" in s:
+                        steps.append(Step(s["name"], None, *names, view=tuple(int(d) for d in s["view"])))
+                        continue
                     code = read_member(zf, f"kernels/{i}.o", source)
-                    steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code),
-                                      tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"]),
+                    steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code), *names,
                                       tuple(_check(c) for c in s.get("checks", []))))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
@@ -198,9 +213,20 @@ class LlvmCpuBackend(Backend):
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
         plan = schedule_steps(graph)
+        made: set[str] = set()  # values a kernel of this part writes
+        outputs_of_graph = {v.name for v in graph.outputs}
         for index, step in enumerate(plan):
             members, node = list(step), step[0]
             progress.step("kernel", index + 1, len(plan), node.name)
+            source = node.inputs[0] if node.inputs else None
+            if (len(members) == 1 and node.op in VIEW_OPS and source is not None
+                    and source.name in made and source.name not in outputs_of_graph
+                    and source.dtype == node.output.dtype and source.type.size == node.output.type.size):
+                # A fresh array of ours that no caller holds: viewing it is safe and free.
+                steps.append(Step(f"{node.name} ({node.op})", None, (source.name,), (node.output.name,),
+                                  (node.name,), view=tuple(node.output.shape)))
+                made.add(node.output.name)
+                continue
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
@@ -211,6 +237,7 @@ class LlvmCpuBackend(Backend):
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled, options.get("aot"))
             outputs = tuple(v.name for v in func_outputs(members))
+            made.update(outputs)
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
             steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members),
                               tuple(c for n in members for c in index_checks(n))))

@@ -111,3 +111,29 @@ def test_outputs_computed_by_no_node_still_come_out(tmp_path: Path) -> None:
         out = candidate.run({"x": data})
         np.testing.assert_array_equal(out["shape"], [2, 3])
         np.testing.assert_array_equal(out["x"], data)
+
+
+def _reshape_chain() -> Graph:
+    """Relu, Reshape of its result, Relu again; and a Reshape of the input itself."""
+    g = Graph("views")
+    x = g.add_input("x", (2, 6), "float32")
+    r = g.add_node("Relu", [x]).output
+    flat = g.add_node("Reshape", [r], {"shape": [3, 4]}).output
+    direct = g.add_node("Reshape", [x], {"shape": [12]}).output
+    g.set_outputs([g.add_node("Neg", [flat]).output, direct])
+    return g
+
+
+def test_a_reshape_of_an_array_the_part_made_is_a_view_not_a_kernel() -> None:
+    part = LlvmCpuBackend().compile(_reshape_chain(), {})
+    reshapes = [s for s in part.steps if "Reshape" in s.name]
+    # The Reshape of Relu's fresh output is a view; the one of the caller's input copies,
+    # so no output shares memory with an array the caller holds.
+    assert sorted(s.kernel is None for s in reshapes) == [False, True]
+    x = np.arange(12, dtype=np.float32).reshape(2, 6) - 6
+    out = part.run({"x": x})
+    assert not np.may_share_memory(out[part.outputs[1]], x)
+    np.testing.assert_array_equal(out[part.outputs[0]], -np.maximum(x, 0).reshape(3, 4))
+    loaded = LlvmCpuBackend().load_artifact(part.artifact)
+    assert [s.kernel is None for s in loaded.steps] == [s.kernel is None for s in part.steps]
+    np.testing.assert_array_equal(loaded.run({"x": x})[part.outputs[0]], out[part.outputs[0]])
