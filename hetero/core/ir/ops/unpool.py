@@ -17,7 +17,7 @@ Where two indices coincide the later element wins. (onnx's reference, and the ex
 output of its node test with an ``output_shape``, read the index in the inferred shape
 and place that tensor at the output's origin instead: that contradicts the spec's
 range for the indices, and fails on MaxPool's indices of an odd-sized input, the case
-``output_shape`` exists for.)
+``output_shape`` exists for: onnx/onnx#2398, onnxruntime's fix #2193.)
 """
 
 from __future__ import annotations
