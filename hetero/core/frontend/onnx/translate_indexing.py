@@ -2,8 +2,9 @@
 :mod:`hetero.core.ir.ops.indexing`).
 
 Operands that fix an output's shape or an op's structure (Tile's repeats, Trilu's k,
-CumSum's and CumProd's axis, OneHot's depth, Range's three scalars) are ONNX inputs and canonical
-attributes: each is evaluated with :meth:`NodeContext.static` and must be constant.
+CumSum's and CumProd's axis, OneHot's depth, Range's three scalars) are ONNX inputs and
+canonical attributes: each is evaluated with :meth:`NodeContext.static` and must be
+constant.
 Range has no canonical op: its output is known at import, so it becomes a constant.
 Models below opset 13 arrive upgraded to 13 (:mod:`.opsets`); the differences after
 it are the scatters' reductions (add and mul at 16, max and min at 18) and EyeLike's

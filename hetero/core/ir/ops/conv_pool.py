@@ -241,8 +241,8 @@ def _max_pool_indices(x: np.ndarray, view: np.ndarray, y: np.ndarray, out: tuple
     step, strides = 1, [0] * n
     for i in order:
         strides[i], step = step, step * spatial[i]
-    index = (np.arange(x.shape[0])[:, None] * x.shape[1] + np.arange(x.shape[1])) * math.prod(spatial)
-    index = index.reshape(index.shape + (1,) * n)
+    planes = np.arange(x.shape[0])[:, None] * x.shape[1] + np.arange(x.shape[1])
+    index = (planes * math.prod(spatial)).reshape(planes.shape + (1,) * n)
     for i, k in enumerate(np.unravel_index(tap, kernel)):
         o = np.arange(out[i]).reshape((1,) * (2 + i) + (-1,) + (1,) * (n - 1 - i))
         position = o * attrs["strides"][i] + k * attrs["dilations"][i] - attrs["pads"][i]
