@@ -1,20 +1,28 @@
-"""Case generators of the sampling ops: GridSample in every mode, padding and alignment.
+"""Case generators of the sampling ops: GridSample in every mode, padding and alignment;
+RoiAlign in both modes and transforms, with fixed and adaptive sample counts.
 
 GridSample samples a small 1-D to 3-D input at a grid that reaches a little beyond
 the edges (so every padding mode matters), sometimes at the exact points where
 nearest rounds half to even or a tap lands on an edge. Nearest moves values and must
 be exact for every dtype; linear and cubic (floats only) are sums of ``taps ** r``
 weighted terms, cubic's weights up to 1.5 in magnitude per axis.
+
+RoiAlign's rois (run-time inputs) reach a little beyond the image, some as large as
+it, a few malformed (ends before starts); its average is a sum of four weighted
+corners per sample, its maximum one weighted corner. Sometimes a batch index is out
+of range at run time, which a backend must refuse as the reference does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hetero.core.ir.ops.sample import PADDING_MODES, TAPS
+from hetero.core.ir.ops.sample import PADDING_MODES, TAPS, accumulator, roi_geometry
+from hetero.errors import InputError
 from hetero.testing.cases_base import (
     ALL,
     EXACT,
+    FLOATS,
     Draw,
     Operand,
     Spec,
@@ -54,3 +62,32 @@ def _grid_sample(op: str, d: Draw, dtype: np.dtype) -> Spec:
         growth = 1.5 ** r if mode == "cubic" else 1.0
         tolerance = summed(dtype, TAPS[mode] ** r, growth * max(peak(x), 1.0))
     return Spec((Operand("X", x), Operand("grid", grid)), attrs, tolerance)
+
+
+@generates(("RoiAlign",), FLOATS)
+def _roi_align(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    n, c = d.integer(1, 2), d.integer(1, 3)
+    h, w = d.integer(1, 6), d.integer(1, 6)
+    x = values(d, (n, c, h, w), dtype)
+    count = d.integer(1, 3)
+    scale = d.pick((1.0, 0.5, 0.25))
+    corners = d.rng.uniform(-2.0, np.array([w, h, w, h]) / scale + 2.0, (count, 4))
+    if d.pick((True, True, False)):  # well formed: starts before ends
+        corners = np.concatenate([np.minimum(corners[:, :2], corners[:, 2:]),
+                                  np.maximum(corners[:, :2], corners[:, 2:])], axis=1)
+    rois = corners.astype(dtype)
+    batch = d.rng.integers(0, n, count).astype(np.int64)
+    attrs = {"mode": d.pick(("avg", "max")), "output_height": d.integer(1, 3),
+             "output_width": d.integer(1, 3), "sampling_ratio": d.pick((0, 0, 1, 2)),
+             "spatial_scale": scale, "half_pixel": d.pick((0, 1))}
+    operands = (Operand("X", x), Operand("rois", rois), Operand("batch_indices", batch))
+    if d.edge():
+        batch[int(d.rng.integers(count))] = d.pick((n, -1))
+        return Spec(operands, attrs, EXACT, error=InputError)
+    samples = max(max(g, 0) for r in rois for g in roi_geometry(r, attrs, accumulator(dtype))[2])
+    magnitude = max(peak(x), 1.0)
+    if attrs["mode"] == "max":
+        tolerance = summed(dtype, 4, magnitude)
+    else:
+        tolerance = summed(dtype, 4 * max(samples, 1) ** 2, magnitude)
+    return Spec(operands, attrs, tolerance)

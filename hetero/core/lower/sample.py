@@ -1,4 +1,5 @@
-"""Lowering GridSample: per-axis tables of taps, then one stage that combines them.
+"""Lowering GridSample and RoiAlign: per-axis tables of taps or samples, then a stage
+that combines them.
 
 The taps do not depend on the channel, so each spatial axis gets small stages of its
 own, over (N, O1, ..., Or): the pixel coordinate, with the operations of
@@ -6,6 +7,10 @@ own, over (N, O1, ..., Or): the pixel coordinate, with the operations of
 the reference's index), then the taps' indices (-1 where a tap reads 0) and, for
 linear and cubic, their weights. The output stage (N, C, O...) only loads those
 tables and the input at the taps, so its loops stay free of the coordinate maths.
+
+RoiAlign's sample count per bin may depend on the rois, which arrive at run time, so
+its accumulation is written as loops (an extern stage) over a window of samples per
+axis that holds every sample inside the image, skipping those that are not.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from hetero.core.ir.ops.sample import (
     FAR,
+    MAX_SAMPLES,
     REFLECT_REACH,
     accumulator,
     bounds,
@@ -24,16 +30,19 @@ from hetero.core.ir.ops.sample import (
     cubic_weights,
     denormalize,
 )
-from hetero.core.ir.tir.compute import Tensor
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.compute import Tensor, extern, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
     INDEX,
     Expr,
+    Var,
     call,
     cast,
     const,
     eq,
     ge,
     gt,
+    le,
     logical_and,
     logical_or,
     lt,
@@ -42,7 +51,8 @@ from hetero.core.ir.tir.expr import (
     select,
 )
 from hetero.core.ir.types import TensorType
-from hetero.core.lower.elementwise import Indices, compute_nd
+from hetero.core.ir.tir.stmt import For, IfThenElse, Stmt, Store, seq
+from hetero.core.lower.elementwise import Indices, compute_nd, serial_nest
 from hetero.core.lower.registry import lowers
 
 _F64 = np.dtype(np.float64)
@@ -167,3 +177,163 @@ def lower_grid_sample(inputs: list[Tensor | None], attrs: dict[str, Any],
         return cast(total, out.dtype)
 
     return [compute_nd(out.shape, element, names[0], out.dtype)]
+
+
+# -- RoiAlign ---------------------------------------------------------------------------
+def _window(ratio: int, size: int) -> int:
+    """How many samples per bin along an axis of ``size`` the accumulation visits: all
+    ``ratio`` of them, or for an adaptive count the most that can lie within one pixel of
+    the image (more than one sample a bin means samples over half a pixel apart), with
+    slack for the window's conservative start."""
+    return ratio if ratio > 0 else 2 * size + 8
+
+
+def _roi_tables(rois: Tensor, attrs: dict[str, Any], cdt: np.dtype, name: str
+                ) -> tuple[Tensor, Tensor, Tensor]:
+    """Per roi: ``(start_h, start_w, bin_h, bin_w)`` (R, 4), the samples per bin
+    ``(grid_h, grid_w)`` (R, 2) and, per roi and bin, the first sample the window visits
+    ``(R, 2, max(oh, ow))``."""
+    half = attrs["half_pixel"]
+    scale, offset = const(attrs["spatial_scale"], cdt), const(0.5 if half else 0.0, cdt)
+    pooled = (attrs["output_height"], attrs["output_width"])
+
+    def geometry(i: Indices) -> Expr:
+        r, j = i
+        coord = [cast(rois[(r, k)], cdt) * scale - offset for k in range(4)]
+        start = [coord[1], coord[0]]
+        lengths = [coord[3] - start[0], coord[2] - start[1]]
+        if not half:
+            lengths = [maximum(v, const(1.0, cdt)) for v in lengths]
+        bins = [lengths[a] / const(float(pooled[a]), cdt) for a in range(2)]
+        return _pick(start + bins, j)
+
+    geo = compute_nd((rois.shape[0], 4), geometry, f"{name}_geo", cdt)
+    ratio = attrs["sampling_ratio"]
+    limit = float(MAX_SAMPLES)
+
+    def grid(i: Indices) -> Expr:
+        if ratio > 0:
+            return const(ratio, INDEX)
+        b = call("ceil", cast(geo[(i[0], i[1] + 2)], _F64))
+        return cast(select(gt(b, limit), const(limit, _F64),
+                           select(ge(b, -limit), b, const(0.0, _F64))), INDEX)
+
+    grids = compute_nd((rois.shape[0], 2), grid, f"{name}_grid", INDEX)
+
+    def first(i: Indices) -> Expr:
+        r, a, p = i
+        if ratio > 0:
+            return const(0, INDEX)
+        start, size = cast(geo[(r, a)], _F64), cast(geo[(r, a + 2)], _F64)
+        g = grids[(r, a)]
+        # The sample index where y reaches -1, in float64, less a margin for rounding.
+        t = (-1.0 - start - cast(p, _F64) * size) * cast(g, _F64) / size - 2.5
+        t = select(gt(t, 0.0), select(lt(t, limit), t, const(limit, _F64)), const(0.0, _F64))
+        return select(ge(g, 2), cast(call("floor", t), INDEX), const(0, INDEX))
+
+    starts = compute_nd((rois.shape[0], 2, max(pooled)), first, f"{name}_lo", INDEX)
+    return geo, grids, starts
+
+
+def _sample_table(geo: Tensor, grids: Tensor, starts: Tensor, a: int, pooled: int, size: int,
+                  window: int, cdt: np.dtype, name: str) -> Tensor:
+    """Axis ``a``'s samples ``(R, pooled, window, 4)``: the lower pixel (-1 for a sample
+    that does not exist or lies outside), the upper one, and their weights as bit-exact
+    floats of the roi arithmetic (see the op's ``roi_samples``)."""
+    def entry(i: Indices) -> Expr:
+        r, p, k, field = i
+        g = grids[(r, a)]
+        index = starts[(r, a, p)] + k
+        start, bin_size = geo[(r, a)], geo[(r, a + 2)]
+        y = (start + cast(p, cdt) * bin_size
+             + (cast(index, cdt) + 0.5) * bin_size / cast(maximum(g, 1), cdt))
+        inside = logical_and(lt(index, g), logical_and(ge(y, -1.0), le(y, float(size))))
+        y = select(inside, maximum(y, const(0.0, cdt)), const(0.0, cdt))
+        low = cast(y, INDEX)
+        top = ge(low, size - 1)
+        low = select(top, const(size - 1, INDEX), low)
+        high = select(top, const(size - 1, INDEX), low + 1)
+        frac = select(top, const(0.0, cdt), y - cast(low, cdt))
+        fields = [cast(select(inside, low, const(-1, INDEX)), cdt), cast(high, cdt),
+                  1.0 - frac, frac]
+        return _pick(fields, field)
+
+    return compute_nd((geo.shape[0], pooled, window, 4), entry, f"{name}_s{a}", cdt)
+
+
+@lowers("RoiAlign")
+def lower_roi_align(inputs: list[Tensor | None], attrs: dict[str, Any],
+                    out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """Tables of each roi's samples along y and x, a serial accumulation over the samples
+    that lie inside (each channel innermost, so the visit of a sample is paid once for all
+    channels), then the average or maximum with the samples outside."""
+    x, rois, batch = inputs
+    assert x is not None and rois is not None and batch is not None
+    out = out_types[0]
+    n_img, channels, height, width = x.shape
+    n_rois, _, oh, ow = out.shape
+    cdt = accumulator(out.dtype)
+    name = names[0]
+    geo, grids, starts = _roi_tables(rois, attrs, cdt, name)
+    ratio = attrs["sampling_ratio"]
+    kh, kw = _window(ratio, height), _window(ratio, width)
+    ys = _sample_table(geo, grids, starts, 0, oh, height, kh, cdt, name)
+    xs = _sample_table(geo, grids, starts, 1, ow, width, kw, cdt, name)
+    is_max = attrs["mode"] == "max"
+
+    def image(r: Expr) -> Expr:
+        return minimum(maximum(cast(batch[(r,)], INDEX), 0), n_img - 1)
+
+    jh, jw, c = Var(f"{name}_kh"), Var(f"{name}_kw"), Var(f"{name}_c")
+
+    def build(acc: Buffer) -> Stmt:
+        def cell(i: Indices) -> Stmt:
+            r, ph, pw = i
+            at = (r, ph, pw, c)
+            b = image(r)
+            y = [ys.buffer[(r, ph, jh, f)] for f in range(4)]
+            xw = [xs.buffer[(r, pw, jw, f)] for f in range(4)]
+            rows = [cast(y[0], INDEX), cast(y[1], INDEX)]
+            cols = [cast(xw[0], INDEX), cast(xw[1], INDEX)]
+            terms = [(y[2 + u] * xw[2 + v]) * cast(x.buffer[(b, c, rows[u], cols[v])], cdt)
+                     for u in range(2) for v in range(2)]
+            if is_max:
+                value = maximum(maximum(maximum(terms[0], terms[1]), terms[2]), terms[3])
+                update = maximum(acc[at], value)
+            else:
+                update = acc[at] + (((terms[0] + terms[1]) + terms[2]) + terms[3])
+            init = const(-np.inf if is_max else 0.0, cdt)
+            visit = For(jw, kw, IfThenElse(ge(xw[0], 0.0),
+                                           For(c, channels, Store(acc, at, update))))
+            return seq(For(c, channels, Store(acc, at, init)),
+                       For(jh, kh, IfThenElse(ge(y[0], 0.0), visit)))
+
+        return serial_nest((n_rois, oh, ow), f"{name}_p", cell)
+
+    # Channels innermost, so the accumulation's loads and stores are contiguous.
+    sums = extern((n_rois, oh, ow, channels), cdt, f"{name}_acc", (x, batch, ys, xs), build)
+    k = reduce_axis(kh, f"{name}_vh")
+    inside_h = compute_nd((n_rois, oh), lambda i: sum_(
+        select(ge(ys[(i[0], i[1], k.var, 0)], 0.0), const(1, INDEX), const(0, INDEX)), k),
+        f"{name}_nh", INDEX)
+    k2 = reduce_axis(kw, f"{name}_vw")
+    inside_w = compute_nd((n_rois, ow), lambda i: sum_(
+        select(ge(xs[(i[0], i[1], k2.var, 0)], 0.0), const(1, INDEX), const(0, INDEX)), k2),
+        f"{name}_nw", INDEX)
+
+    def element(i: Indices) -> Expr:
+        r, ch, ph, pw = i
+        gh, gw = grids[(r, 0)], grids[(r, 1)]
+        total = maximum(gh, 0) * maximum(gw, 0)
+        outside = gt(total, inside_h[(r, ph)] * inside_w[(r, pw)])
+        # A sample outside weighs 0 against pixel (0, 0), as the references compute it.
+        zero = const(0.0, cdt) * cast(x[(image(r), ch, 0, 0)], cdt)
+        acc = sums[(r, ph, pw, ch)]
+        if is_max:
+            value = select(outside, maximum(acc, zero), acc)
+            value = select(eq(total, 0), const(0.0, cdt), value)
+        else:
+            value = (acc + select(outside, zero, const(0.0, cdt))) / cast(maximum(gh * gw, 1), cdt)
+        return cast(value, out.dtype)
+
+    return [compute_nd(out.shape, element, name, out.dtype)]

@@ -51,3 +51,33 @@ def test_bool_nearest_reads_false_outside() -> None:
     got, want = lowered_and_reference("GridSample", {"X": x, "grid": grid}, mode="nearest")
     np.testing.assert_array_equal(got, want)
     assert want.tolist() == [[[False, True, True, False, False]]]
+
+
+ROI_X = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+ROIS = np.array([[0.5, 1.0, 4.0, 3.5],     # inside
+                 [-2.0, -1.5, 9.0, 7.0],   # beyond every edge: samples outside weigh 0
+                 [3.0, 2.0, 1.0, 0.5],     # malformed: ends before starts
+                 [0.0, 0.0, 24.0, 2.0]],   # far wider than the image: many samples a bin
+                np.float32)
+BATCH = np.array([1, 0, 1, 0], np.int64)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 1, 3])
+@pytest.mark.parametrize("half_pixel", [0, 1])
+def test_roi_align_lowering_matches_the_reference(mode: str, ratio: int, half_pixel: int) -> None:
+    got, want = lowered_and_reference(
+        "RoiAlign", {"X": ROI_X, "rois": ROIS, "batch_indices": BATCH}, mode=mode,
+        output_height=2, output_width=3, sampling_ratio=ratio, half_pixel=half_pixel)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_outside_sample_reads_pixel_zero_as_the_references_do() -> None:
+    # A sample outside weighs 0 against pixel (0, 0): NaN there makes such bins NaN.
+    x = ROI_X.copy()
+    x[0, :, 0, 0] = np.nan
+    got, want = lowered_and_reference("RoiAlign", {"X": x, "rois": ROIS, "batch_indices": BATCH},
+                                      output_height=2, output_width=2, sampling_ratio=2)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want[1]).all() and not np.isnan(want[0]).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

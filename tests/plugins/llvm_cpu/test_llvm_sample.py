@@ -1,5 +1,6 @@
 """The sampling ops compiled by llvm_cpu at the inputs that would make a careless kernel read
-out of bounds or convert NaN to an index: points far outside, infinities, NaN."""
+out of bounds or convert NaN to an index: points far outside, infinities, NaN, rois far
+larger than the image, batch indices out of range."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import hetero
-from hetero.core.ir import GraphBuilder
+from hetero.core.ir import Graph, GraphBuilder
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
@@ -23,3 +24,30 @@ def test_grid_sample_far_points_and_nan(mode: str, padding: str) -> None:
     got = next(iter(hetero.compile(graph, targets=["llvm_cpu"]).run({"X": x, "grid": grid}).values()))
     want = next(iter(hetero.run_reference(graph, {"X": x, "grid": grid}).values()))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def _roi_align(**attrs: object) -> Graph:
+    b = GraphBuilder("roi")
+    b.output(b.RoiAlign(b.input("X", (2, 2, 4, 5), np.float32), b.input("rois", (3, 4), np.float32),
+                        b.input("batch_indices", (3,), np.int64), **attrs))
+    return b.build()
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_roi_align_nan_and_huge_rois(mode: str) -> None:
+    graph = _roi_align(mode=mode, output_height=2, output_width=2)
+    feeds = {"X": np.arange(80, dtype=np.float32).reshape(2, 2, 4, 5),
+             "rois": np.array([[np.nan, 0, 2, 2], [0, 0, 3e3, 3.0], [-300, -300, 300, 300]],
+                              np.float32),
+             "batch_indices": np.array([0, 1, 1])}
+    got = next(iter(hetero.compile(graph, targets=["llvm_cpu"]).run(feeds).values()))
+    want = next(iter(hetero.run_reference(graph, feeds).values()))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_batch_index_out_of_range_is_refused_at_run_time() -> None:
+    exe = hetero.compile(_roi_align(), targets=["llvm_cpu"])
+    feeds = {"X": np.zeros((2, 2, 4, 5), np.float32), "rois": np.zeros((3, 4), np.float32),
+             "batch_indices": np.array([0, 2, 1])}
+    with pytest.raises(hetero.errors.InputError, match="out of range"):
+        exe.run(feeds)

@@ -2,6 +2,9 @@
 
 GridSample (opset 16: 2-D, modes bilinear, nearest, bicubic; opset 20: N-D, the modes
 renamed linear and cubic) maps to one canonical op that takes the new names.
+RoiAlign's rois and batch indices stay run-time inputs (they do not shape the output);
+its coordinate_transformation_mode arrived in opset 16, with a default (half_pixel)
+other than opset 10's fixed meaning (output_half_pixel).
 """
 
 from __future__ import annotations
@@ -20,3 +23,27 @@ def grid_sample(ctx: NodeContext) -> None:
              "padding_mode": ctx.attr("padding_mode", "zeros"),
              "align_corners": ctx.attr("align_corners", 0)}
     ctx.emit("GridSample", [ctx.input(0), ctx.input(1)], attrs)
+
+
+#: RoiAlign's coordinate transforms and whether each shifts the rois by half a pixel.
+_ROI_TRANSFORMS = {"half_pixel": 1, "output_half_pixel": 0}
+
+
+@translates("RoiAlign")
+def roi_align(ctx: NodeContext) -> None:
+    """RoiAlign of opsets 10 and 16 (the transform explicit; see the module doc)."""
+    if not ctx.has_attr("coordinate_transformation_mode"):
+        raise ctx.unsupported(
+            "RoiAlign without coordinate_transformation_mode is not supported yet: its absence "
+            "means output_half_pixel at opsets 10 to 15 and half_pixel from opset 16, and "
+            "hetero's translators do not see the model's opset yet; re-export the model at "
+            "opset 16 or newer with the attribute set")
+    transform = ctx.attr("coordinate_transformation_mode")
+    if transform not in _ROI_TRANSFORMS:
+        raise ctx.unsupported(f"RoiAlign coordinate_transformation_mode {transform!r} is not one "
+                              f"of {sorted(_ROI_TRANSFORMS)}")
+    attrs = {name: ctx.attr(name) for name in ("mode", "output_height", "output_width",
+                                               "sampling_ratio", "spatial_scale")
+             if ctx.has_attr(name)}
+    attrs["half_pixel"] = _ROI_TRANSFORMS[transform]
+    ctx.emit("RoiAlign", [ctx.input(0), ctx.input(1), ctx.input(2)], attrs)

@@ -1,4 +1,4 @@
-"""Sampling at computed coordinates: GridSample.
+"""Sampling at computed coordinates: GridSample and RoiAlign.
 
 GridSample reads ``X`` (N, C, D1, ..., Dr) at the points a ``grid`` (N, O1, ..., Or, r)
 gives in normalised coordinates (-1 and 1 the edges of each axis; the grid's last
@@ -17,19 +17,31 @@ and onnxruntime in their order; reflection in float64, as onnx's reference does.
 A grid coordinate that is NaN reads as one far below the axis (-4 pixels): zeros
 padding gives 0 there, border the edge, reflection its mirror image (onnx's
 reference fails on it; onnxruntime's result is undefined).
+
+RoiAlign pools each region of interest ``rois[r]`` (x1, y1, x2, y2, scaled by
+``spatial_scale``) of image ``batch_indices[r]`` into ``output_height`` by
+``output_width`` bins. Each bin averages (``avg``) or takes the largest of
+(``max``) ``sampling_ratio`` by ``sampling_ratio`` bilinear samples, or, when
+``sampling_ratio`` is 0, ``ceil(bin size)`` of them along each axis: how many then
+depends on the rois, which arrive at run time (:func:`roi_samples`). A sample more
+than one pixel outside the image weighs 0 against pixel (0, 0), and in ``max`` mode
+the value of a sample is the largest of its four weighted corners, both as onnx's
+reference and onnxruntime compute them; all of it in float32 (float64 for float64
+inputs), with their operations in their order.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
 
 from hetero.core.ir.ops.common import require_dtype, require_spatial
-from hetero.core.ir.opdef import Attr, OpDef, register
+from hetero.core.ir.opdef import Attr, OpDef, index_problem, register
 from hetero.core.ir.types import FLOAT_DTYPES, TensorType
-from hetero.errors import OpAttributeError, ShapeError
+from hetero.errors import InputError, OpAttributeError, ShapeError
 
 MODES = ("linear", "nearest", "cubic")
 PADDING_MODES = ("zeros", "border", "reflection")
@@ -213,4 +225,143 @@ register(OpDef(
     },
     flops=_flops, complete=_complete,
     doc="sample X at the grid's normalised coordinates (ONNX GridSample; see the module doc)",
+))
+
+
+# -- RoiAlign ---------------------------------------------------------------------------
+ROI_MODES = ("avg", "max")
+#: The most samples per bin along an axis (a roi of a billion pixels is not an image's).
+MAX_SAMPLES = 2 ** 30
+
+
+def roi_geometry(roi: np.ndarray, attrs: dict[str, Any], cdt: np.dtype
+                 ) -> tuple[tuple[Any, Any], tuple[Any, Any], tuple[int, int]]:
+    """One roi's ``(start_h, start_w)``, bin sizes ``(bin_h, bin_w)`` (in ``cdt``) and
+    samples per bin ``(grid_h, grid_w)`` (0 or negative: none), as onnxruntime computes them."""
+    f = cdt.type
+    scale, offset = f(attrs["spatial_scale"]), f(0.5 if attrs["half_pixel"] else 0.0)
+    x1, y1, x2, y2 = (f(v) for v in roi)
+    start_w, start_h = x1 * scale - offset, y1 * scale - offset
+    width, height = x2 * scale - offset - start_w, y2 * scale - offset - start_h
+    if not attrs["half_pixel"]:
+        width, height = max(width, f(1.0)), max(height, f(1.0))
+    bin_h, bin_w = height / f(attrs["output_height"]), width / f(attrs["output_width"])
+    ratio = attrs["sampling_ratio"]
+    grids = tuple(ratio if ratio > 0 else _ceil_count(b) for b in (bin_h, bin_w))
+    return (start_h, start_w), (bin_h, bin_w), grids  # type: ignore[return-value]
+
+
+def _ceil_count(bin_size: Any) -> int:
+    """``ceil(bin_size)`` as a count, at most :data:`MAX_SAMPLES`; a NaN bin (a NaN roi)
+    has no samples."""
+    value = float(bin_size)
+    return int(np.clip(np.ceil(value), -MAX_SAMPLES, MAX_SAMPLES)) if not math.isnan(value) else 0
+
+
+def roi_samples(start: Any, bin_size: Any, grid: int, pooled: int, size: int, cdt: np.dtype
+                ) -> tuple[np.ndarray, ...]:
+    """Along one axis of ``size`` pixels, for each of ``pooled`` bins and ``grid``
+    samples: whether the sample lies inside (within one pixel of) the image, its lower
+    and upper pixel and their weights (``(pooled, grid)`` each; 0 outside)."""
+    f = cdt.type
+    p = np.arange(pooled, dtype=cdt)[:, None]
+    i = np.arange(max(grid, 0), dtype=cdt)[None, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = start + p * bin_size + (i + f(0.5)) * bin_size / f(max(grid, 1))
+        inside = (y >= -1) & (y <= size)  # NaN is outside
+    y = np.where(inside, np.maximum(y, f(0.0)), f(0.0))
+    low = y.astype(np.int64)
+    top = low >= size - 1
+    low = np.where(top, size - 1, low)
+    high = np.where(top, size - 1, low + 1)
+    y = np.where(top, low.astype(cdt), y)
+    frac = y - low.astype(cdt)
+    zero = np.zeros((), cdt)
+    return (inside, np.where(inside, low, 0), np.where(inside, high, 0),
+            np.where(inside, f(1.0) - frac, zero), np.where(inside, frac, zero))
+
+
+def _roi_complete(ins: list[TensorType | None], attrs: dict[str, Any]) -> dict[str, Any]:
+    if attrs["mode"] not in ROI_MODES:
+        raise OpAttributeError(f"RoiAlign mode {attrs['mode']!r} is not one of {list(ROI_MODES)}")
+    for key in ("output_height", "output_width"):
+        if attrs[key] < 1:
+            raise OpAttributeError(f"RoiAlign {key} must be positive, got {attrs[key]}")
+    if attrs["sampling_ratio"] < 0:
+        raise OpAttributeError(f"RoiAlign sampling_ratio must be 0 (adaptive) or positive, "
+                               f"got {attrs['sampling_ratio']}")
+    return attrs
+
+
+def _roi_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, rois, batch = ins
+    require_dtype(x, FLOAT_DTYPES, "RoiAlign X")
+    if x.rank != 4:
+        raise ShapeError(f"RoiAlign X must be (N, C, H, W), got {x}")
+    if rois.rank != 2 or rois.shape[1] != 4 or rois.dtype != x.dtype:
+        raise ShapeError(f"RoiAlign rois must be (num_rois, 4) of X's dtype {x.dtype}, got {rois}")
+    if batch.shape != rois.shape[:1] or batch.dtype.kind not in "iu":
+        raise ShapeError(f"RoiAlign batch_indices must be ({rois.shape[0]},) integers, got {batch}")
+    if x.size == 0 and rois.shape[0] > 0:
+        raise ShapeError(f"RoiAlign cannot pool {x}: it has no elements")
+    return [TensorType((rois.shape[0], x.shape[1], attrs["output_height"], attrs["output_width"]),
+                       x.dtype)]
+
+
+def _roi_index_bounds(ins: list[TensorType], attrs: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(2, 0, ins[0].shape[0], False)]
+
+
+def _roi_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, rois, batch = ins
+    problem = index_problem(batch, 0, x.shape[0], wraps=False)
+    if problem is not None:
+        raise InputError(f"RoiAlign batch_indices: {problem}")
+    cdt = accumulator(x.dtype)
+    _, c, h, w = x.shape
+    oh, ow = attrs["output_height"], attrs["output_width"]
+    out = np.zeros((rois.shape[0], c, oh, ow), np.float64)
+    for r in range(rois.shape[0]):
+        (sh, sw), (bh, bw), (gh, gw) = roi_geometry(rois[r], attrs, cdt)
+        ys = roi_samples(sh, bh, gh, oh, h, cdt)
+        xs = roi_samples(sw, bw, gw, ow, w, cdt)
+        if gh <= 0 or gw <= 0:
+            continue  # no samples: 0, in either mode
+        data = x[int(batch[r])].reshape(c, h * w).astype(cdt)
+        inside = ys[0][:, :, None, None] & xs[0][None, None]
+        terms = []
+        for ya, yw in ((1, 3), (2, 4)):
+            for xa, xw in ((1, 3), (2, 4)):
+                weight = np.where(inside, ys[yw][:, :, None, None] * xs[xw][None, None], 0)
+                pos = np.where(inside, ys[ya][:, :, None, None] * w + xs[xa][None, None], 0)
+                terms.append(weight.astype(cdt)[None] * data[:, pos])  # (C, oh, gh, ow, gw)
+        if attrs["mode"] == "avg":
+            total = sum(t.astype(np.float64) for t in terms).sum(axis=(2, 4))
+            out[r] = total / max(gh * gw, 1)
+        else:
+            value = np.maximum(np.maximum(np.maximum(terms[0], terms[1]), terms[2]), terms[3])
+            out[r] = value.max(axis=(2, 4))
+    return [out.astype(x.dtype)]
+
+
+def _roi_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
+    ratio = attrs["sampling_ratio"] or 2  # adaptive: a typical count, the real one comes at run time
+    return 8 * ratio * ratio * outs[0].size
+
+
+register(OpDef(
+    "RoiAlign", ("X", "rois", "batch_indices"), ("Y",), _roi_infer, _roi_reference,
+    attrs={
+        "mode": Attr("str", "avg", "avg or max of the samples of each bin"),
+        "output_height": Attr("int", 1, "bins along y"),
+        "output_width": Attr("int", 1, "bins along x"),
+        "sampling_ratio": Attr("int", 0, "samples per bin along each axis; 0: ceil(bin size), "
+                                         "per roi at run time"),
+        "spatial_scale": Attr("float", 1.0, "what the roi coordinates are multiplied by"),
+        "half_pixel": Attr("int", 1, "1: shift the rois by half a pixel (ONNX's half_pixel); "
+                                     "0: not, and make each at least 1 by 1 (output_half_pixel)"),
+    },
+    flops=_roi_flops, complete=_roi_complete, index_bounds=_roi_index_bounds,
+    doc="pool regions of interest into bins of bilinear samples (ONNX RoiAlign; see the "
+        "module doc)",
 ))

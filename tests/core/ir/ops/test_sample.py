@@ -1,6 +1,7 @@
-"""GridSample's reference against onnx's reference implementation and onnxruntime: every
-mode, padding and alignment in 1 to 3 spatial axes, rounding ties, points far outside;
-opset 16's mode names through the importer; and its inference errors."""
+"""GridSample's and RoiAlign's references against onnx's reference implementation and
+onnxruntime: every GridSample mode, padding and alignment in 1 to 3 spatial axes, rounding
+ties, points far outside; opset 16's mode names through the importer; inference errors;
+RoiAlign's modes and transforms on well formed and malformed rois, and its batch indices."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import hetero
 from hetero.core.ir import GraphBuilder, get_op
 from hetero.core.runtime.reference import run_reference
-from hetero.errors import ShapeError
+from hetero.errors import InputError, ShapeError, UnsupportedOpError
 from oracle import node_model, run_model
 
 
@@ -97,3 +98,52 @@ def test_inference_checks_the_grid() -> None:
         b.GridSample(x, b.input("g", (1, 5, 5, 3), np.float32))
     with pytest.raises(ShapeError, match="interpolates floats"):
         b.GridSample(b.input("i", (1, 2, 3, 4), np.int32), b.input("h", (1, 5, 5, 2), np.float32))
+
+
+def _roi_case(seed: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    n, c, h, w = 2, 2, int(rng.integers(2, 8)), int(rng.integers(2, 8))
+    scale = float(rng.choice([1.0, 0.5]))
+    corners = rng.uniform(-3, max(h, w) / scale + 3, (3, 4))
+    if seed % 3:  # well formed
+        corners = np.concatenate([np.minimum(corners[:, :2], corners[:, 2:]),
+                                  np.maximum(corners[:, :2], corners[:, 2:])], axis=1)
+    feeds = {"X": rng.standard_normal((n, c, h, w)).astype(np.float32),
+             "rois": corners.astype(np.float32),
+             "batch_indices": rng.integers(0, n, 3).astype(np.int64)}
+    attrs = {"output_height": int(rng.integers(1, 4)), "output_width": int(rng.integers(1, 4)),
+             "sampling_ratio": int(rng.choice([0, 0, 1, 2])), "spatial_scale": scale}
+    return feeds, attrs
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+def test_roi_align_matches_onnx_and_onnxruntime(seed: int, mode: str, transform: str) -> None:
+    feeds, attrs = _roi_case(seed)
+    model = node_model("RoiAlign", feeds, opset=16, mode=mode,
+                       coordinate_transformation_mode=transform, **attrs)
+    op = get_op("RoiAlign")
+    ours = op.reference(list(feeds.values()), op.normalize_attrs(
+        {**attrs, "mode": mode, "half_pixel": int(transform == "half_pixel")}, "test"))[0]
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-5)
+    if seed % 3:  # onnxruntime refuses a malformed roi's negative sample count
+        np.testing.assert_allclose(ours, run_model(model, feeds)[0], rtol=1e-5, atol=1e-5)
+    graph = hetero.load_onnx(model)
+    got = next(iter(run_reference(graph, feeds).values()))
+    np.testing.assert_array_equal(got, ours)
+
+
+def test_roi_align_needs_its_transform_spelled_out() -> None:
+    feeds, attrs = _roi_case(1)
+    with pytest.raises(UnsupportedOpError, match="opset 16 or newer"):
+        hetero.load_onnx(node_model("RoiAlign", feeds, opset=16, **attrs))
+
+
+def test_roi_align_batch_index_out_of_range_is_an_error() -> None:
+    feeds, attrs = _roi_case(1)
+    feeds["batch_indices"][1] = 2
+    op = get_op("RoiAlign")
+    with pytest.raises(InputError, match="out of range"):
+        op.reference(list(feeds.values()), op.normalize_attrs(attrs, "test"))
