@@ -46,6 +46,9 @@ from hetero.core.lower.reduce import accumulator_dtype
 from hetero.core.lower.registry import lowers
 
 _F64 = np.dtype(np.float64)
+#: Tables larger than this (in entries) are not stored: their factors are computed where
+#: the sums read them (a long prime length would otherwise hold ``4 * N * N`` entries).
+TABLE_MAX = 1 << 22
 
 
 def _cos_sin(m: Expr, n: int) -> tuple[Expr, Expr]:
@@ -75,7 +78,8 @@ def _twiddles(used: int, parts: int, bins: int, n: int, inverse: bool, acc: np.d
         value = real_in if parts == 1 else select(eq(p, 0), real_in, imag_in)
         return cast(value * scale if scale != 1.0 else value, acc)
 
-    return compute_nd((used, parts, bins, 2), entry, f"{name}_twiddle", acc)
+    shape = (used, parts, bins, 2)
+    return compute_nd(shape, entry, f"{name}_twiddle", acc, math.prod(shape) > TABLE_MAX)
 
 
 def _irfft_twiddles(used: int, parts: int, n: int, acc: np.dtype, name: str) -> Tensor:
@@ -91,7 +95,8 @@ def _irfft_twiddles(used: int, parts: int, n: int, acc: np.dtype, name: str) -> 
         value = cos if parts == 1 else select(eq(p, 0), cos, -sin)
         return cast(weight * value, acc)
 
-    return compute_nd((used, parts, n, 1), entry, f"{name}_twiddle", acc)
+    shape = (used, parts, n, 1)
+    return compute_nd(shape, entry, f"{name}_twiddle", acc, math.prod(shape) > TABLE_MAX)
 
 
 Load = Callable[[Indices, Expr, Expr], Expr]
@@ -179,7 +184,8 @@ def _split_twiddles(n1: int, n2: int, k2s: int, n: int, inverse: bool, acc: np.d
         value = select(eq(p, 0), select(eq(q, 0), cos, sin * sign), select(eq(q, 0), sin * -sign, cos))
         return cast(value * scale if inverse else value, acc)
 
-    return compute_nd((n2, 2, k2s, n1, 2), entry, f"{name}_twiddle_b", acc)
+    shape = (n2, 2, k2s, n1, 2)
+    return compute_nd(shape, entry, f"{name}_twiddle_b", acc, math.prod(shape) > TABLE_MAX)
 
 
 @lowers("DFT")

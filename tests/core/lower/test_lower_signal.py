@@ -11,9 +11,11 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 import pytest
 
-from hetero.core.ir import GraphBuilder, Node
+import hetero
+from hetero.core.ir import Graph, GraphBuilder, Node
 from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
+from hetero.core.lower import signal as signal_lowering
 from hetero.core.lower.signal import split_length
 from hetero.errors import UnsupportedOpError
 from hetero.onnx_backend import HeteroBackend
@@ -21,11 +23,15 @@ from lowercheck import run_lowered
 from models import tiny_model
 
 
-def _node(op: str, arrays: list[np.ndarray | None], **attrs: object) -> Node:
+def _graph(op: str, arrays: list[np.ndarray | None], **attrs: object) -> Graph:
     b = GraphBuilder("t")
     ins = [None if a is None else b.input(f"x{i}", a.shape, a.dtype) for i, a in enumerate(arrays)]
     b.output(b.op(op, *ins, **attrs))
-    return b.build().nodes[0]
+    return b.build()
+
+
+def _node(op: str, arrays: list[np.ndarray | None], **attrs: object) -> Node:
+    return _graph(op, arrays, **attrs).nodes[0]
 
 
 @pytest.mark.parametrize("attrs", [
@@ -66,6 +72,21 @@ def test_two_step_transforms_match_reference(attrs: dict) -> None:
     node = _node("DFT", [x], **attrs)
     got = run_lowered(verify_func(lower_node(node)), node, {"x0": x})[0]
     np.testing.assert_allclose(got, node.opdef.reference([x], node.attrs)[0], rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("attrs", [{"axis": 1}, {"axis": 1, "dft_length": 48},
+                                   {"axis": 1, "inverse": 1, "onesided": 1}])
+def test_tables_too_large_to_store_are_computed_where_read(attrs: dict,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past TABLE_MAX entries the factors are computed inside the sums, on llvm_cpu too."""
+    monkeypatch.setattr(signal_lowering, "TABLE_MAX", 0)
+    x = np.random.default_rng(5).standard_normal((2, 36, 2)).astype(np.float32)
+    node = _node("DFT", [x], **attrs)
+    want = node.opdef.reference([x], node.attrs)[0]
+    got = run_lowered(verify_func(lower_node(node)), node, {"x0": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+    exe = hetero.compile(_graph("DFT", [x], **attrs), targets=["llvm_cpu"], strict=True)
+    np.testing.assert_allclose(list(exe.run({"x0": x}).values())[0], want, rtol=1e-5, atol=2e-5)
 
 
 def test_short_and_prime_lengths_stay_direct() -> None:
