@@ -76,10 +76,6 @@ def lower_recurrent(op: str, inputs: list[Tensor | None], attrs: dict[str, Any],
     def state_at(t: Tensor, d: Expr, bb: Expr, j: Expr) -> Expr:
         return t.buffer[(bb, d, j) if batch_first else (d, bb, j)]
 
-    def folded(g: Expr) -> Expr:
-        """Whether the recurrent bias of gate-unit ``g`` is added in the projection."""
-        return lt(g, const(2 * n, _INT64)) if lbr else const(True, np.bool_)
-
     k = reduce_axis(size, f"{name}_k")
 
     def projection(idx: Indices) -> Expr:
@@ -88,7 +84,9 @@ def lower_recurrent(op: str, inputs: list[Tensor | None], attrs: dict[str, Any],
         y = sum_(cast(xv, acc) * cast(w[d, g, k.var], acc), k)
         if b is not None:
             rb = cast(b[d, g + gates * n], acc)
-            y = y + cast(b[d, g], acc) + (select(folded(g), rb, const(0.0, acc)) if lbr else rb)
+            if lbr:  # the h gate's recurrent bias is added inside the reset product
+                rb = select(lt(g, const(2 * n, _INT64)), rb, const(0.0, acc))
+            y = y + cast(b[d, g], acc) + rb
         return y
 
     xw = compute_nd((d_count, steps_n, batch, gates * n), projection, f"{name}_xw")
