@@ -2,12 +2,14 @@
 zero-padded by dft_length, along any axis) and STFT (with and without a window).
 
 Every output element is a sum of products of the samples used (and their real and
-imaginary parts) with twiddle factors, so the tolerance is the sum rule's: ``k`` terms,
-whose absolute values add up to at most ``k`` times the largest sample times the
-largest factor (1 for a forward transform, ``1 / N`` for an inverse, ``2 / N`` for an
-IRFFT's doubled bins; times the window's largest value for STFT). A backend's twiddle
-factors, rounded once to its dtype, add at most one more term's worth. float16 STFT
-also covers the reference's own rounding of each windowed sample to float16.
+imaginary parts) with twiddle factors, so the tolerance is the sum rule's, ``k · eps ·
+Σ|terms|``: the terms' absolute values add up to at most the samples used times the
+largest sample times the largest factor (1 for a forward transform, ``1 / N`` for an
+inverse, ``2 / N`` for an IRFFT's doubled bins; times the window's largest value for
+STFT), and ``k`` is the longest chain of roundings a result may take: the ``N * parts``
+products of the zero-padded signal (which also bounds a transform in two steps,
+``N1 * parts + 2 * N2``, and an FFT's), one more for the factors' own rounding. float16
+STFT also covers the reference's own rounding of each windowed sample to float16.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def _dft(op: str, d: Draw, dtype: np.dtype) -> Spec:
     n = attrs.get("dft_length", 2 * (size - 1) if inverse and onesided else size)
     if inverse and onesided:
         used, factor = min(size, n // 2 + 1), 2.0 / n
+        chain = used * parts
     else:
         used, factor = min(size, n), (1.0 / n if inverse else 1.0)
-    terms = used * parts + 1
-    return Spec((Operand("input", x),), attrs, summed(dtype, terms, terms * peak(x) * factor))
+        chain = n * parts  # a transform of the zero-padded signal, in one step or two
+    magnitude = (used * parts + 1) * peak(x) * factor
+    return Spec((Operand("input", x),), attrs, summed(dtype, chain + 1, magnitude))
 
 
 @generates(("STFT",), _DTYPES)
