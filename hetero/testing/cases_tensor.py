@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero.core.ir.types import as_dtype
 from hetero.errors import InputError
 from hetero.testing.cases_base import (
     ALL,
@@ -200,8 +201,9 @@ def _pad(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return Spec((data,), attrs, EXACT)
 
 
-_BITCAST_INPUTS = ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32",
-                   "uint32", "int64", "uint64", "bool")
+_BITCAST_INPUTS = ("float32", "float16", "float64", "bfloat16", "float8_e4m3fn",
+                   "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int8",
+                   "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool")
 
 
 @generates(("BitCast",), _BITCAST_INPUTS)
@@ -215,5 +217,6 @@ def _bitcast(op: str, d: Draw, dtype: np.dtype) -> Spec:
     else:
         raw = d.rng.integers(0, 256, (*s, dtype.itemsize), dtype=np.uint8)
         x = raw.view(dtype).reshape(s)
-        targets = tuple(t for t in _BITCAST_INPUTS[:-1] if np.dtype(t).itemsize == dtype.itemsize)
+        targets = tuple(t for t in _BITCAST_INPUTS[:-1]
+                        if as_dtype(t).itemsize == dtype.itemsize)
     return Spec((Operand("input", x),), {"to": d.pick(targets)}, EXACT)

@@ -11,7 +11,7 @@ data movement (Reshape, Transpose, Gather, Concat, ...) moves the values unchang
 
 The ops that convert between types (Cast, QuantizeLinear, DequantizeLinear) read
 and write the narrow types themselves: their rounding, saturation and ranges depend
-on the narrow type, not on a wide one. What a conversion to or from a narrow type
+on the narrow type, not on a wide one; so does BitCast, which reads their bits. What a conversion to or from a narrow type
 means is the tensor IR's ``cast``, which follows ml_dtypes (``numpy.astype``).
 """
 
@@ -28,7 +28,7 @@ from hetero.core.ir.tir.expr import Expr, cast
 from hetero.core.ir.types import BFLOAT16, NARROW_FLOAT_DTYPES, NARROW_INT_DTYPES, TensorType
 
 #: Ops whose lowerings take and give the narrow types as they are.
-CONVERTING_OPS = frozenset({"Cast", "QuantizeLinear", "DequantizeLinear"})
+CONVERTING_OPS = frozenset({"Cast", "QuantizeLinear", "DequantizeLinear", "BitCast"})
 
 
 def wide_dtype(dtype: np.dtype) -> np.dtype | None:

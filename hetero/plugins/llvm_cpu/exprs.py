@@ -235,10 +235,8 @@ class ExprEmitter:
     def _emit_call(self, e: Call) -> ir.Value:
         args = [self.emit(a) for a in e.args]
         x, dtype = args[0], e.args[0].dtype
-        if e.func == "bitcast":  # a bool (i1 in registers) is its byte, 0 or 1
-            x = self.builder.zext(x, I8) if dtype.kind == "b" else x
-            to = self.type_of(e.dtype)
-            return x if x.type == to else self.builder.bitcast(x, to)
+        if e.func == "bitcast":
+            return self._bitcast(x, dtype, e.dtype)
         if dtype.kind in "iub":
             if e.func in ("floor", "ceil", "round_even") or (e.func == "abs" and dtype.kind != "i"):
                 return x
@@ -249,6 +247,22 @@ class ExprEmitter:
             f64 = np.dtype("float64")
             return self._convert(self._float_call(e.func, self._convert(x, dtype, f64), f64), f64, e.dtype)
         return self._float_call(e.func, x, dtype)
+
+    def _bitcast(self, x: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
+        """``x``'s bits as ``dst``: through the bits as they are stored, since a bool (i1)
+        is its byte and a bfloat16 register holds a float whose upper half it is."""
+        b = self.builder
+        if src.kind == "b":
+            x = b.zext(x, I8)
+        elif narrow.is_bf16(src):
+            x = b.trunc(b.lshr(b.bitcast(x, ir.IntType(32)), ir.Constant(ir.IntType(32), 16)),
+                        ir.IntType(16))
+        if narrow.is_bf16(dst):
+            x = x if x.type == ir.IntType(16) else b.bitcast(x, ir.IntType(16))
+            wide = b.shl(b.zext(x, ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
+            return b.bitcast(wide, ir.FloatType())
+        to = self.type_of(dst)
+        return x if x.type == to else b.bitcast(x, to)
 
     def _float_call(self, func: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
         if func in _LIBM:

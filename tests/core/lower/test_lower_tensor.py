@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from lowercheck import lowered_and_reference, run_lowered
 
-from hetero.core.ir import GraphBuilder
+from hetero.core.ir import GraphBuilder, as_dtype
 from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
 from hetero.core.runtime.reference import run_reference
@@ -124,6 +124,9 @@ _SPECIAL_BITS = {
     "float32": np.array([0x7F800001, 0xFFC00123, 0x7F800000, 0x00000001, 0x80000000], np.uint32),
     "float64": np.array([0x7FF0000000000001, 0xFFF8000000000123, 0x1, 0x8000000000000000],
                         np.uint64),
+    # bfloat16 is a float in registers: its bits travel in the upper half and must come back.
+    "bfloat16": np.array([0x7F81, 0xFFC1, 0x7F80, 0x0001, 0x8000, 0x3F80], np.uint16),
+    "float8_e4m3fn": np.array([0x7F, 0xFF, 0x01, 0x80, 0x38], np.uint8),
 }
 
 
@@ -134,7 +137,7 @@ def test_bitcast_keeps_every_bit_of_nans_and_subnormals(dtype: str) -> None:
     import hetero
 
     bits = _SPECIAL_BITS[dtype]
-    floats = bits.view(dtype)
+    floats = bits.view(as_dtype(dtype))
     got, want = lowered_and_reference("BitCast", {"x": floats}, to=bits.dtype)
     assert_equal(got, bits)
     assert_equal(want, bits)

@@ -14,16 +14,22 @@ import numpy as np
 from hetero.core.frontend.onnx.budget import check_elements
 from hetero.core.frontend.onnx.context import NodeContext, translates
 from hetero.core.frontend.onnx.shapes import dtype_name, numpy_dtype
+from hetero.core.ir.ops.tensor import BITCAST_DTYPES
 from hetero.errors import ShapeError
 
 
 @translates("BitCast")
 def bit_cast(ctx: NodeContext) -> None:
-    to = ctx.attr("to")
+    """BitCast between the integer, float16/32/64 and bool dtypes."""
+    to, x = ctx.attr("to"), ctx.input(0)
     dtype = numpy_dtype(to)
-    if dtype is None:
-        raise ctx.unsupported(f"a bit cast to {dtype_name(to)} is not supported")
-    ctx.emit("BitCast", [ctx.input(0)], {"to": dtype})
+    for what, t in (("to", dtype), ("from", x.dtype)):
+        if t not in BITCAST_DTYPES:
+            name = dtype_name(to) if t is None else t.name
+            raise ctx.unsupported(
+                f"a bit cast {what} {name} is not supported; hetero reinterprets between "
+                f"{', '.join(d.name for d in BITCAST_DTYPES)}")
+    ctx.emit("BitCast", [x], {"to": dtype})
 
 
 @translates("Reshape")

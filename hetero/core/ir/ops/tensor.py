@@ -23,7 +23,7 @@ from hetero.core.ir.ops.common import (
     require_dtype,
     same_dtype,
 )
-from hetero.core.ir.types import TensorType
+from hetero.core.ir.types import BFLOAT16, NARROW_FLOAT_DTYPES, TensorType
 from hetero.errors import InputError, OpAttributeError, ShapeError
 
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -458,10 +458,12 @@ rule); edge and reflect of a 1-element axis repeat it.""",
 
 
 # -- BitCast --------------------------------------------------------------------------
-#: The dtypes BitCast reinterprets between (a bool is its byte, 0 or 1).
+#: The dtypes BitCast reinterprets between (a bool is its byte, 0 or 1): every dtype of
+#: a whole number of bytes (int4, int2 and float4, packed in ONNX, are not).
 BITCAST_DTYPES = tuple(np.dtype(d) for d in (
     "bool", "int8", "uint8", "int16", "uint16", "float16", "int32", "uint32", "float32",
-    "int64", "uint64", "float64"))
+    "int64", "uint64", "float64")) + ((BFLOAT16,) if BFLOAT16 is not None else ()) + tuple(
+    d for d in NARROW_FLOAT_DTYPES if d.name.startswith("float8"))
 
 
 def _bitcast_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
