@@ -20,7 +20,7 @@ from hetero.errors import ShapeError
 
 @translates("BitCast")
 def bit_cast(ctx: NodeContext) -> None:
-    """BitCast between the integer, float16/32/64 and bool dtypes."""
+    """BitCast between the dtypes of whole bytes (the canonical op's ``BITCAST_DTYPES``)."""
     to, x = ctx.attr("to"), ctx.input(0)
     dtype = numpy_dtype(to)
     for what, t in (("to", dtype), ("from", x.dtype)):
