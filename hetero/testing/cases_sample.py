@@ -1,5 +1,6 @@
 """Case generators of the sampling ops: GridSample in every mode, padding and alignment;
-RoiAlign in both modes and transforms, with fixed and adaptive sample counts.
+RoiAlign in both modes and transforms, with fixed and adaptive sample counts;
+AffineGrid in 2-D and 3-D.
 
 GridSample samples a small 1-D to 3-D input at a grid that reaches a little beyond
 the edges (so every padding mode matters), sometimes at the exact points where
@@ -11,6 +12,8 @@ RoiAlign's rois (run-time inputs) reach a little beyond the image, some as large
 it, a few malformed (ends before starts); its average is a sum of four weighted
 corners per sample, its maximum one weighted corner. Sometimes a batch index is out
 of range at run time, which a backend must refuse as the reference does.
+
+AffineGrid's entries are sums of r + 1 products of theta with coordinates of at most 1.
 """
 
 from __future__ import annotations
@@ -91,3 +94,13 @@ def _roi_align(op: str, d: Draw, dtype: np.dtype) -> Spec:
     else:
         tolerance = summed(dtype, 4 * max(samples, 1) ** 2, magnitude)
     return Spec(operands, attrs, tolerance)
+
+
+@generates(("AffineGrid",), FLOATS)
+def _affine_grid(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    r = d.integer(2, 3)
+    n = d.integer(1, 2)
+    size = (n, d.integer(1, 3)) + tuple(d.integer(1, 5 if r == 2 else 3) for _ in range(r))
+    theta = values(d, (n, r, r + 1), dtype)
+    attrs = {"size": size, "align_corners": d.pick((0, 1))}
+    return Spec((Operand("theta", theta),), attrs, summed(dtype, r + 1, (r + 1) * max(peak(theta), 1.0)))

@@ -8,6 +8,9 @@ the reference's index), then the taps' indices (-1 where a tap reads 0) and, for
 linear and cubic, their weights. The output stage (N, C, O...) only loads those
 tables and the input at the taps, so its loops stay free of the coordinate maths.
 
+AffineGrid is one stage: each grid entry sums theta's row against the pixel's
+homogeneous coordinates, in float64.
+
 RoiAlign's sample count per bin may depend on the rois, which arrive at run time, so
 its accumulation is written as loops (an extern stage) over a window of samples per
 axis that holds every sample inside the image, skipping those that are not.
@@ -337,3 +340,35 @@ def lower_roi_align(inputs: list[Tensor | None], attrs: dict[str, Any],
         return cast(value, out.dtype)
 
     return [compute_nd(out.shape, element, name, out.dtype)]
+
+
+# -- AffineGrid -------------------------------------------------------------------------
+def _base(i: Expr, n: int, align_corners: int) -> Expr:
+    """Pixel ``i``'s normalised coordinate (the op's ``base_coordinates``), float64."""
+    index = cast(i, _F64)
+    if align_corners:
+        return const(-1.0, _F64) if n == 1 else index * (2.0 / (n - 1)) + -1.0
+    step = 2.0 / n
+    return index * step + (-1.0 + step / 2)
+
+
+@lowers("AffineGrid")
+def lower_affine_grid(inputs: list[Tensor | None], attrs: dict[str, Any],
+                      out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """One stage: theta's row dotted with (x, y[, z], 1) at each pixel."""
+    theta = inputs[0]
+    assert theta is not None
+    out = out_types[0]
+    spatial = tuple(attrs["size"][2:])
+    r = len(spatial)
+
+    def element(i: Indices) -> Expr:
+        n, sp, k = i[0], tuple(i[1:-1]), i[-1]
+        total = cast(theta[(n, k, r)], _F64)
+        for j in range(r):
+            axis = r - 1 - j  # component j reads the j-th axis from the innermost
+            total = cast(theta[(n, k, j)], _F64) * _base(sp[axis], spatial[axis],
+                                                        attrs["align_corners"]) + total
+        return cast(total, out.dtype)
+
+    return [compute_nd(out.shape, element, names[0], out.dtype)]

@@ -1,5 +1,7 @@
-"""GridSample's lowering against its reference on the tensor-IR interpreter: every mode and
-padding, rounding ties, points far outside and NaN, float64 and float16 grids."""
+"""The sampling ops' lowerings against their references on the tensor-IR interpreter:
+GridSample in every mode and padding, at rounding ties, points far outside and NaN, with
+float64 and float16 grids; RoiAlign on rois inside, beyond, malformed and far larger than
+the image; AffineGrid in 2-D and 3-D."""
 
 from __future__ import annotations
 
@@ -81,3 +83,12 @@ def test_roi_align_outside_sample_reads_pixel_zero_as_the_references_do() -> Non
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(want[1]).all() and not np.isnan(want[0]).any()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 1, 1, 3), (2, 1, 3, 1, 2)])
+def test_affine_grid_lowering_matches_the_reference(size: tuple[int, ...], align: int) -> None:
+    r = len(size) - 2
+    theta = RNG.standard_normal((size[0], r, r + 1)).astype(np.float32)
+    got, want = lowered_and_reference("AffineGrid", {"theta": theta}, size=size, align_corners=align)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

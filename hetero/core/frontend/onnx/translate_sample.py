@@ -2,7 +2,9 @@
 
 GridSample (opset 16: 2-D, modes bilinear, nearest, bicubic; opset 20: N-D, the modes
 renamed linear and cubic) maps to one canonical op that takes the new names.
-RoiAlign's rois and batch indices stay run-time inputs (they do not shape the output);
+AffineGrid (opset 20) is one canonical op (onnx's function body for it needs If); its
+size input fixes the output's shape, so it must be constant. RoiAlign's rois and batch
+indices stay run-time inputs (they do not shape the output);
 its coordinate_transformation_mode arrived in opset 16, with a default (half_pixel)
 other than opset 10's fixed meaning (output_half_pixel).
 """
@@ -47,3 +49,10 @@ def roi_align(ctx: NodeContext) -> None:
              if ctx.has_attr(name)}
     attrs["half_pixel"] = _ROI_TRANSFORMS[transform]
     ctx.emit("RoiAlign", [ctx.input(0), ctx.input(1), ctx.input(2)], attrs)
+
+
+@translates("AffineGrid")
+def affine_grid(ctx: NodeContext) -> None:
+    """AffineGrid with its size (the output's shape) made an attribute."""
+    ctx.emit("AffineGrid", [ctx.input(0)], {"size": ctx.static_ints(1, "size"),
+                                            "align_corners": ctx.attr("align_corners", 0)})

@@ -1,4 +1,5 @@
-"""Sampling at computed coordinates: GridSample and RoiAlign.
+"""Sampling at computed coordinates: GridSample and RoiAlign; AffineGrid, the grid of
+an affine map.
 
 GridSample reads ``X`` (N, C, D1, ..., Dr) at the points a ``grid`` (N, O1, ..., Or, r)
 gives in normalised coordinates (-1 and 1 the edges of each axis; the grid's last
@@ -28,6 +29,12 @@ than one pixel outside the image weighs 0 against pixel (0, 0), and in ``max`` m
 the value of a sample is the largest of its four weighted corners, both as onnx's
 reference and onnxruntime compute them; all of it in float32 (float64 for float64
 inputs), with their operations in their order.
+
+AffineGrid maps the normalised coordinates of every pixel centre of an output of
+``size`` (N, C, D1, ..., Dr), r of 2 or 3 (:func:`base_coordinates`: -1 and 1 the
+outer edges, or with ``align_corners`` the centres of the edge pixels), through each
+``theta[n]`` (r, r + 1); the result is a grid for GridSample, in float64 and then
+rounded to theta's dtype.
 """
 
 from __future__ import annotations
@@ -364,4 +371,53 @@ register(OpDef(
     flops=_roi_flops, complete=_roi_complete, index_bounds=_roi_index_bounds,
     doc="pool regions of interest into bins of bilinear samples (ONNX RoiAlign; see the "
         "module doc)",
+))
+
+
+# -- AffineGrid -------------------------------------------------------------------------
+def base_coordinates(n: int, align_corners: int) -> np.ndarray:
+    """The normalised coordinates of an axis of ``n`` pixels (onnx's reference's ``arange``)."""
+    if align_corners:
+        return np.array([-1.0]) if n == 1 else -1.0 + np.arange(n) * (2.0 / (n - 1))
+    step = 2.0 / n
+    return -1.0 + step / 2 + np.arange(n) * step
+
+
+def _affine_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    theta, size = ins[0], attrs["size"]
+    require_dtype(theta, FLOAT_DTYPES, "AffineGrid theta")
+    r = len(size) - 2
+    if r not in (2, 3) or any(d < 0 for d in size):
+        raise ShapeError(f"AffineGrid size {list(size)} must be (N, C, H, W) or (N, C, D, H, W)")
+    if theta.shape != (size[0], r, r + 1):
+        raise ShapeError(f"AffineGrid theta must be ({size[0]}, {r}, {r + 1}) for size "
+                         f"{list(size)}, got {theta}")
+    return [TensorType((size[0],) + tuple(size[2:]) + (r,), theta.dtype)]
+
+
+def _affine_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    theta, size = ins[0], attrs["size"]
+    spatial = tuple(size[2:])
+    r = len(spatial)
+    axes = np.meshgrid(*(base_coordinates(n, attrs["align_corners"]) for n in spatial),
+                       indexing="ij")
+    # Homogeneous points (x, y[, z], 1): the innermost axis first, as GridSample reads them.
+    points = np.stack([*axes[::-1], np.ones(spatial)], axis=-1)
+    grid = np.einsum("...j,nkj->n...k", points, theta.astype(np.float64))
+    return [np.ascontiguousarray(grid.astype(theta.dtype))]
+
+
+def _affine_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
+    return 2 * (len(attrs["size"]) - 1) * outs[0].size
+
+
+register(OpDef(
+    "AffineGrid", ("theta",), ("grid",), _affine_infer, _affine_reference,
+    attrs={
+        "size": Attr("ints", doc="the output image's shape (N, C, H, W) or (N, C, D, H, W)"),
+        "align_corners": Attr("int", 0, "1: -1 and 1 are the centres of the edge pixels; "
+                                        "0: their outer edges"),
+    },
+    flops=_affine_flops,
+    doc="the sampling grid of affine maps theta (ONNX AffineGrid; see the module doc)",
 ))

@@ -1,7 +1,8 @@
 """GridSample's and RoiAlign's references against onnx's reference implementation and
 onnxruntime: every GridSample mode, padding and alignment in 1 to 3 spatial axes, rounding
 ties, points far outside; opset 16's mode names through the importer; inference errors;
-RoiAlign's modes and transforms on well formed and malformed rois, and its batch indices."""
+RoiAlign's modes and transforms on well formed and malformed rois, and its batch indices;
+AffineGrid in 2-D and 3-D with size-1 axes, through the importer."""
 
 from __future__ import annotations
 
@@ -147,3 +148,21 @@ def test_roi_align_batch_index_out_of_range_is_an_error() -> None:
     op = get_op("RoiAlign")
     with pytest.raises(InputError, match="out of range"):
         op.reference(list(feeds.values()), op.normalize_attrs(attrs, "test"))
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [(2, 3, 5, 6), (1, 1, 1, 4), (2, 2, 3, 1, 4), (1, 3, 1, 2, 1)])
+def test_affine_grid_matches_onnx_and_onnxruntime(size: tuple[int, ...], align: int) -> None:
+    r = len(size) - 2
+    theta = np.random.default_rng(len(size) + align).standard_normal((size[0], r, r + 1)).astype(np.float32)
+    feeds = {"theta": theta, "size": np.array(size, np.int64)}
+    model = node_model("AffineGrid", feeds, opset=20, constant_inputs=("size",), align_corners=align)
+    graph = hetero.load_onnx(model)
+    assert graph.nodes[0].attrs["size"] == size
+    ours = next(iter(run_reference(graph, {"theta": theta}).values()))
+    want = ReferenceEvaluator(model).run(None, {"theta": theta})[0]
+    np.testing.assert_allclose(ours, want, rtol=1e-6, atol=1e-6)
+    # A size-1 axis under align_corners: onnx's reference and PyTorch put it at -1,
+    # onnxruntime elsewhere.
+    if min(size[2:]) > 1 or not align:
+        np.testing.assert_allclose(ours, run_model(model, {"theta": theta})[0], rtol=1e-5, atol=1e-5)
