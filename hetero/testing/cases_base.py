@@ -21,6 +21,11 @@ FLOATS = ("float32", "float16")
 INTS = ("int8", "uint8", "int32", "int64")
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ("bool",)
+#: The storage types Cast and the quantisers convert (ml_dtypes' names).
+FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+NARROW_FLOATS = FLOAT8 + ("float8_e8m0fnu", "float4_e2m1fn")
+NARROW_INTS = ("int4", "uint4", "int2", "uint2")
+NARROW = ("bfloat16",) + NARROW_FLOATS + NARROW_INTS
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,10 @@ class Tolerance:
 
 
 def _nan(a: np.ndarray) -> np.ndarray:
-    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+    # bfloat16 and the float8/float4 types (numpy kind "V", float8_e5m2 "f") via float32.
+    if a.dtype.kind == "f" or a.dtype.name in NARROW_FLOATS + ("bfloat16",):
+        return np.isnan(a.astype(np.float32))
+    return np.zeros(a.shape, bool)
 
 
 EXACT = Tolerance(0.0, 0.0)

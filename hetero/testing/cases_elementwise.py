@@ -13,8 +13,11 @@ import numpy as np
 from hetero.testing.cases_base import (
     ALL,
     EXACT,
+    FLOAT8,
     FLOATS,
     INTS,
+    NARROW,
+    NARROW_INTS,
     NUMERIC,
     Draw,
     Operand,
@@ -187,10 +190,39 @@ def _clip(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return _unary(with_nan(d, x), EXACT, min=low, max=high)
 
 
-@generates(("Cast",), ALL)
+def _narrow_values(d: Draw, s: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Any bit patterns of bfloat16 or a narrow type (NaN included), one byte (two) each."""
+    if dtype.name in NARROW_INTS or dtype.name == "float4_e2m1fn":
+        width = 2 if dtype.name.endswith("int2") else 4
+        return integers(d, s, np.uint8, 0, (1 << width) - 1).view(dtype)
+    raw = integers(d, s, np.uint16 if dtype.itemsize == 2 else np.uint8, 0, (1 << 8 * dtype.itemsize) - 1)
+    return raw.view(dtype)
+
+
+def _into_narrow(d: Draw, s: tuple[int, ...], dtype: np.dtype, to: np.dtype) -> np.ndarray:
+    """Floats for a cast to a narrow float or bfloat16: each target value's neighbourhood,
+    its rounding midpoints exactly, values past its range, infinities and NaN."""
+    grid = np.arange(1 << (4 if to.name == "float4_e2m1fn" else 8 * to.itemsize), dtype=np.uint64)
+    grid = grid.astype(np.uint8 if to.itemsize == 1 else np.uint16).view(to).astype(np.float64)
+    grid = np.unique(grid[np.isfinite(grid)])
+    picks = grid[d.rng.integers(0, grid.size - 1, s)]
+    nxt = grid[np.minimum(np.searchsorted(grid, picks) + 1, grid.size - 1)]
+    kind = d.rng.integers(0, 4, s)
+    x = np.where(kind == 0, picks, np.where(kind == 1, (picks + nxt) / 2,
+                 np.where(kind == 2, picks * d.rng.uniform(0.9, 1.1, s), picks * 8)))
+    x = np.where(d.rng.random(s) < 0.05, np.inf * d.rng.choice((-1, 1), s), x)
+    x = np.where(d.rng.random(s) < 0.05, np.nan, x)
+    with np.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
+@generates(("Cast",), ALL + NARROW)
 def _cast(op: str, d: Draw, dtype: np.dtype) -> Spec:
-    to = np.dtype(d.pick(ALL))
+    to = np.dtype(d.pick(ALL + NARROW))
     s = shape(d, 0, 4)
+    narrow_to, narrow_from = to.name in NARROW, dtype.name in NARROW
+    if narrow_to or narrow_from:
+        return _cast_narrow(d, s, dtype, to)
     # Only values that fit the target: C leaves out-of-range float-to-int casts undefined.
     low = 0 if to.kind in "ub" or dtype.kind == "u" else -100
     if dtype.kind == "f":
@@ -201,6 +233,32 @@ def _cast(op: str, d: Draw, dtype: np.dtype) -> Spec:
     else:
         x = integers(d, s, dtype, low, 100)
     return _unary(x, EXACT, to=to)
+
+
+def _cast_narrow(d: Draw, s: tuple[int, ...], dtype: np.dtype, to: np.dtype) -> Spec:
+    """Casts from or to bfloat16 and the narrow types, compared bit for bit with what
+    ml_dtypes gives (float8 targets saturating or not, float8_e8m0 rounding up, down or
+    to nearest)."""
+    attrs: dict[str, object] = {"to": to}
+    if to.name in FLOAT8:
+        attrs["saturate"] = d.pick((1, 0))
+    if to.name == "float8_e8m0fnu":
+        attrs.update(saturate=d.pick((1, 0)), round_mode=d.pick(("up", "down", "nearest")))
+    integral_to = to.kind in "iub" or to.name in NARROW_INTS
+    if dtype.name in NARROW:
+        x = _narrow_values(d, s, dtype)
+        if integral_to and dtype.name not in NARROW_INTS:
+            # Only values that fit the target: C leaves the others (and NaN) undefined.
+            wide = x.astype(np.float32)
+            low = 0.0 if to.kind in "ub" or to.name.startswith("u") else -100.0
+            x = np.where(np.isfinite(wide) & (wide > low - 1) & (wide < 100), wide, 1).astype(dtype)
+    elif dtype.kind == "f" and not integral_to:
+        x = _into_narrow(d, s, dtype, to)
+    elif dtype.kind == "f":  # to int4/int2: ml_dtypes truncates, and gives 0 out of range
+        x = uniform(d, s, dtype, -20.0, 20.0)
+    else:  # integers and bool within ±100, which int4 and int2 wrap
+        x = values(d, s, dtype)
+    return _unary(x, EXACT, **attrs)
 
 
 def _int_range(op: str, dtype: np.dtype) -> tuple[tuple[int, int], tuple[int, int]]:

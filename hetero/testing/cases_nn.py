@@ -12,15 +12,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from hetero.core.ir.types import int_range
 from hetero.errors import InputError
 from hetero.testing.cases_base import (
     EXACT,
+    FLOAT8,
     FLOATS,
+    NARROW_INTS,
     Draw,
     Operand,
     Spec,
+    Tolerance,
     away_from_zero,
     exact_or,
     generates,
@@ -200,15 +205,30 @@ def _reduce(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return Spec((Operand("x", with_nan(d, x)),), attrs, summed(dtype, terms + 1, terms * peak(x)))
 
 
+_QUANT_INTS = ("int8", "uint8", "int16", "uint16") + NARROW_INTS
+_QUANT_FLOATS = FLOAT8 + ("float4_e2m1fn",)
+
+
 def _quant_params(d: Draw, s: tuple[int, ...], scale_dtype: np.dtype, zero_dtype: np.dtype
-                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    """A scale and zero point, per tensor (shape () or [1]) or per axis, and the axis."""
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """A scale and zero point, per tensor (shape () or [1]), per axis or blocked, and the
+    attributes (axis, block_size) that say which."""
     axis = d.integer(-len(s), len(s) - 1)
-    per_axis = s[axis] > 1 and d.pick((True, False))
-    params = (s[axis],) if per_axis else d.pick(((), (1,)))
+    mode = d.pick(("tensor", "axis", "blocked")) if s[axis] > 1 else "tensor"
+    attrs: dict[str, Any] = {"axis": axis}
+    if mode == "blocked":
+        block = d.integer(1, s[axis])
+        attrs["block_size"] = block
+        params = tuple(-(-n // block) if k == axis % len(s) else n for k, n in enumerate(s))
+    else:
+        params = (s[axis],) if mode == "axis" else d.pick(((), (1,)))
     scale = uniform(d, params, scale_dtype, 0.01, 0.5)
-    low = {"int8": -20, "uint8": 100, "int32": -1000}[zero_dtype.name]
-    return scale, integers(d, params, zero_dtype, low, low + 40), axis
+    if zero_dtype.name in _QUANT_FLOATS:  # their zero point is 0 by the spec
+        return scale, np.zeros(params, zero_dtype), attrs
+    lo, hi = int_range(zero_dtype)
+    low = {"int8": -20, "uint8": 100, "int32": -1000, "int16": -3000, "uint16": 30000}.get(
+        zero_dtype.name, lo)
+    return scale, integers(d, params, zero_dtype, low, min(low + 40, hi)), attrs
 
 
 def _along(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
@@ -218,33 +238,62 @@ def _along(param: np.ndarray, rank: int, axis: int) -> np.ndarray:
     return param.reshape([-1 if i == axis % rank else 1 for i in range(rank)])
 
 
-@generates(("QuantizeLinear",), FLOATS)
+def _expanded(param: np.ndarray, s: tuple[int, ...], attrs: dict[str, Any]) -> np.ndarray:
+    """A scale or zero point repeated to broadcast against shape ``s``."""
+    axis = attrs["axis"] % len(s)
+    if "block_size" in attrs:
+        return np.repeat(param, attrs["block_size"], axis=axis).take(range(s[axis]), axis=axis)
+    return _along(param, len(s), axis)
+
+
+@generates(("QuantizeLinear",), FLOATS + ("bfloat16",))
 def _quantize(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    """To every quantised type: integers of 16, 8, 4 and 2 bits, float8 (saturating or
+    not) and float4, per tensor, per axis or blocked."""
     s = shape(d, 1, 4)
-    zero_dtype = np.dtype(d.pick(("int8", "uint8")))
-    scale, zero, axis = _quant_params(d, s, dtype, zero_dtype)
-    info = np.iinfo(zero_dtype)
-    # x = (q - zero + offset) * scale with |offset| <= 1/4: x / scale lies a quarter away
-    # from any rounding tie, more than float16's rounding of x can move it; some q
-    # fall outside the range and saturate.
-    q = integers(d, s, np.int64, int(info.min) - 10, int(info.max) + 10)
-    offset = d.rng.uniform(-0.25, 0.25, s)
-    x = (q - _along(zero, len(s), axis) + offset) * _along(scale, len(s), axis).astype(np.float64)
+    zero_dtype = np.dtype(d.pick(_QUANT_INTS + _QUANT_FLOATS))
+    scale, zero, attrs = _quant_params(d, s, dtype, zero_dtype)
+    wide_scale = _expanded(scale, s, attrs).astype(np.float64)
+    if zero_dtype.name in _QUANT_FLOATS:
+        # Quotients over the type's range and past it, infinities and NaN: the division
+        # is the reference's (float32), the one rounding to the narrow type decides.
+        top = float(ml_dtypes.finfo(zero_dtype).max)
+        x = d.rng.uniform(-1.5, 1.5, s) * top * wide_scale * d.pick((1.0, 0.01))
+        x[d.rng.random(s) < 0.1] = d.pick((np.inf, -np.inf, np.nan))
+        if zero_dtype.name in FLOAT8:
+            attrs["saturate"] = d.pick((1, 0))
+    else:
+        lo, hi = int_range(zero_dtype)
+        # x = (q - zero + offset) * scale with |offset| <= 1/4: x / scale lies a quarter
+        # away from any rounding tie, more than float16's rounding of x can move it; some
+        # q fall outside the range and saturate.
+        q = integers(d, s, np.int64, lo - 10, hi + 10)
+        offset = d.rng.uniform(-0.25, 0.25, s)
+        x = (q - _expanded(zero, s, attrs) + offset) * wide_scale
     operands = (Operand("x", x.astype(dtype)), Operand("scale", scale, constant=True),
                 Operand("zero_point", zero, constant=True))
-    return Spec(operands, {"axis": axis}, EXACT)
+    return Spec(operands, attrs, EXACT)
 
 
-@generates(("DequantizeLinear",), ("int8", "uint8", "int32"))
+@generates(("DequantizeLinear",), ("int8", "uint8", "int32", "int16", "uint16") + NARROW_INTS
+           + _QUANT_FLOATS)
 def _dequantize(op: str, d: Draw, dtype: np.dtype) -> Spec:
     s = shape(d, 1, 4)
-    scale_dtype = np.dtype(d.pick(FLOATS))
-    scale, zero, axis = _quant_params(d, s, scale_dtype, dtype)
-    x = values(d, s, dtype) if dtype.itemsize == 1 else integers(d, s, dtype, -2000, 2000)
+    scale_dtype = np.dtype(d.pick(FLOATS + ("bfloat16",)))
+    scale, zero, attrs = _quant_params(d, s, scale_dtype, dtype)
+    if dtype.name in _QUANT_FLOATS:  # every bit pattern, NaN included
+        count = 16 if dtype.name == "float4_e2m1fn" else 256
+        x = integers(d, s, np.uint8, 0, count - 1).view(dtype)
+    elif dtype.name in NARROW_INTS or dtype.itemsize == 1:
+        lo, hi = int_range(dtype)
+        x = integers(d, s, dtype, lo, hi)
+    else:
+        x = integers(d, s, dtype, -2000 if dtype.kind == "i" else 0, 2000)
     operands = (Operand("x", x), Operand("scale", scale, constant=True),
                 Operand("zero_point", zero, constant=True) if d.pick((True, False)) else None)
     # x - zero is exact; one product, rounded once to float32 and again to float16.
-    return Spec(operands, {"axis": axis}, rounded(scale_dtype, 2))
+    tolerance = rounded(scale_dtype, 2) if scale_dtype.name != "bfloat16" else Tolerance(2**-8, 0.0)
+    return Spec(operands, attrs, tolerance)
 
 
 def _reduced(d: Draw) -> tuple[tuple[int, ...], dict[str, Any], int]:
