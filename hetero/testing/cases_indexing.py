@@ -13,6 +13,7 @@ depth)`` on purpose: their rows are all off_value by definition.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from hetero.testing.cases_base import (
 )
 
 _NUMERIC = FLOATS + ("int8", "uint8", "int32", "int64")
+_CUMULATIVE_DTYPES = FLOATS + ("float64", "bfloat16", "int32", "int64", "uint32", "uint64")
 
 
 def _index_dtype(d: Draw) -> np.dtype:
@@ -243,25 +245,36 @@ def _reverse_sequence(op: str, d: Draw, dtype: np.dtype) -> Spec:
                 attrs, EXACT)
 
 
-@generates(("CumSum",), ("float32", "float16", "int32", "int64"))
+def _running(d: Draw, dtype: np.dtype, product: bool) -> tuple[np.ndarray, dict[str, Any], int]:
+    """CumSum's and CumProd's operand and attributes: floats (bfloat16 among them) in
+    [-4, 4], for products magnitudes in [0.5, 2] so a row stays within float16's range;
+    integers within ±100 (products of up to 6 wrap around in int32, as they must)."""
+    s = shape(d, 1, 3, 6)
+    if _floating(dtype):
+        low = 0.5 if product else 0.0
+        x = (d.rng.choice((-1.0, 1.0), s) * d.rng.uniform(low, 2.0 if product else 4.0, s))
+        x = x.astype(dtype)
+    else:
+        x = values(d, s, dtype)
+    axis = d.integer(0, x.ndim - 1)
+    attrs = {"axis": _maybe_negative(d, axis, x.ndim), "exclusive": d.pick((0, 1)),
+             "reverse": d.pick((0, 1))}
+    return x, attrs, x.shape[axis]
+
+
+def _floating(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+@generates(("CumSum",), _CUMULATIVE_DTYPES)
 def _cumsum(op: str, d: Draw, dtype: np.dtype) -> Spec:
-    x = values(d, shape(d, 1, 3, 6), dtype)
-    axis = d.integer(0, x.ndim - 1)
-    n = x.shape[axis]
-    attrs = {"axis": _maybe_negative(d, axis, x.ndim), "exclusive": d.pick((0, 1)),
-             "reverse": d.pick((0, 1))}
-    return Spec((Operand("x", x),), attrs, exact_or(dtype, lambda: summed(dtype, n, n * peak(x))))
+    x, attrs, n = _running(d, dtype, product=False)
+    tolerance = summed(dtype, n, n * peak(x)) if _floating(dtype) else EXACT
+    return Spec((Operand("x", x),), attrs, tolerance)
 
 
-@generates(("CumProd",), ("float32", "float16", "int32", "int64"))
+@generates(("CumProd",), _CUMULATIVE_DTYPES)
 def _cumprod(op: str, d: Draw, dtype: np.dtype) -> Spec:
-    # Integer products of up to 6 values within ±100 wrap around in int32, as they must.
-    x = values(d, shape(d, 1, 3, 6), dtype)
-    if dtype.kind == "f":  # magnitudes near 1 keep a row's products within float16's range
-        x = (np.sign(x) * d.rng.uniform(0.5, 2.0, x.shape)).astype(dtype)
-    axis = d.integer(0, x.ndim - 1)
-    n = x.shape[axis]
-    attrs = {"axis": _maybe_negative(d, axis, x.ndim), "exclusive": d.pick((0, 1)),
-             "reverse": d.pick((0, 1))}
+    x, attrs, n = _running(d, dtype, product=True)
     # A product of n rounded factors: within n + 1 roundings, relative (no cancellation).
-    return Spec((Operand("x", x),), attrs, exact_or(dtype, lambda: rounded(dtype, n + 2)))
+    return Spec((Operand("x", x),), attrs, rounded(dtype, n + 2) if _floating(dtype) else EXACT)

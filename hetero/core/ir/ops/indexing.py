@@ -19,7 +19,7 @@ import numpy as np
 
 from hetero.core.ir.opdef import Attr, OpDef, index_problem, no_flops, register
 from hetero.core.ir.ops.common import normalize_axis, require_dtype, same_dtype
-from hetero.core.ir.types import TensorType
+from hetero.core.ir.types import FLOAT_DTYPES, TensorType
 from hetero.errors import InputError, OpAttributeError, ShapeError
 
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -455,14 +455,16 @@ register(OpDef(
 
 
 # -- CumSum, CumProd ---------------------------------------------------------------------
+#: What CumSum and CumProd take (ONNX's types): the floats and 32- and 64-bit integers.
+_CUMULATIVE_DTYPES = FLOAT_DTYPES + tuple(np.dtype(d) for d in ("int32", "int64", "uint32",
+                                                                  "uint64"))
 #: The running combinations: op -> (numpy's running function, its identity, what it keeps).
 CUMULATIVE = {"CumSum": (np.cumsum, 0, "sums"), "CumProd": (np.cumprod, 1, "products")}
 
 
 def _cumulative_infer(op: str) -> Any:
     def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-        if ins[0].dtype.kind not in "iuf":
-            raise ShapeError(f"{op} needs numeric input, got {ins[0].dtype.name}")
+        require_dtype(ins[0], _CUMULATIVE_DTYPES, f"{op} input x")
         return [ins[0]]
 
     return infer
@@ -475,8 +477,8 @@ def _cumulative_reference(op: str) -> Any:
         x, axis = ins[0], attrs["axis"]
         if attrs["reverse"]:
             x = np.flip(x, axis)
-        acc = np.float64 if x.dtype.kind == "f" else x.dtype
-        y = running(x, axis=axis, dtype=acc)
+        acc = np.float64 if x.dtype in FLOAT_DTYPES else x.dtype
+        y = running(x.astype(acc), axis=axis, dtype=acc)
         if attrs["exclusive"]:
             first = np.full_like(np.take(y, [0], axis), identity)
             y = np.concatenate([first, np.delete(y, -1, axis)], axis)
