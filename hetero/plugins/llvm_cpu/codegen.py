@@ -22,7 +22,8 @@ import re
 from llvmlite import ir
 
 from hetero.core.ir.tir import (
-    Allocate, Block, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, verify_func, walk,
+    Allocate, Binary, Block, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store,
+    verify_func, walk,
 )
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.exprs import I1, I64, ExprEmitter
@@ -153,6 +154,14 @@ class _StageRenderer:
         """Render ``s`` at the builder's position."""
         em = self.em
         if isinstance(s, Store):
+            if _accumulates(s):
+                # A reduction's running sum may be reassociated, so the loop vectorizer
+                # can keep one partial sum per lane: the tolerance of a sum of k terms
+                # is the bound on any order of summation (hetero.testing.cases).
+                assert isinstance(s.value, Binary)
+                total = em.builder.fadd(em.emit(s.value.a), em.emit(s.value.b), flags=("reassoc", "contract"))
+                em.builder.store(total, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
+                return
             value = em.to_memory(em.emit(s.value), s.buffer.dtype)
             em.builder.store(value, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
         elif isinstance(s, For):
@@ -268,3 +277,12 @@ def _render_wrapper(module: ir.Module, func: PrimFunc, entries: tuple[Entry, ...
     for space in spaces:
         bld.call(free, [space])
     bld.ret_void()
+
+
+def _accumulates(s: Store) -> bool:
+    """Whether ``s`` is a reduction's float update ``acc[0] = acc[0] + e``, on the local
+    one-element accumulator :func:`hetero.core.ir.tir.compute.lower` makes."""
+    value, buffer = s.value, s.buffer
+    return (buffer.scope == "local" and buffer.shape == (1,) and buffer.dtype.kind == "f"
+            and buffer.dtype.itemsize in (4, 8) and isinstance(value, Binary) and value.op == "add"
+            and isinstance(value.a, Load) and value.a.buffer == buffer and value.a.indices == s.indices)

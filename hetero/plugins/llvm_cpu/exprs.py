@@ -22,7 +22,7 @@ import numpy as np
 from hetero.core.ir.tir import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var, cast
 from hetero.core.ir.tir.buffer import Buffer, flat_index
 from hetero.errors import CodegenError
-from hetero.plugins.llvm_cpu import narrow
+from hetero.plugins.llvm_cpu import narrow, vecmath
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -265,6 +265,12 @@ class ExprEmitter:
         return x if x.type == to else b.bitcast(x, to)
 
     def _float_call(self, func: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
+        if func == "exp" and dtype.itemsize in (2, 4):
+            # llvm.exp would be one expf call per lane (see vecmath); float16 via float32.
+            f32 = ir.FloatType()
+            wide = x if dtype.itemsize == 4 else self.builder.fpext(x, f32)
+            out = vecmath.exp_f32(self.builder, wide, lambda v: self.intrinsic("llvm.floor", [v]))
+            return out if dtype.itemsize == 4 else self.builder.fptrunc(out, x.type)
         if func in _LIBM:
             single, double = _LIBM[func]
             if dtype.itemsize == 8:
