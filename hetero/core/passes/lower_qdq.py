@@ -99,6 +99,8 @@ def _read(graph: Graph, m: Match, roles: tuple[str, ...]) -> _Unit | str:
         return out
     chain = [core] + ([act] if act is not None else [])
     for producer, reader in zip(chain, chain[1:] + [q]):
+        if len(producer.outputs) != 1:  # MaxPool with its Indices: they stay float
+            return f"{producer.op} {producer.name} has {len(producer.outputs)} outputs"
         what = f"{producer.op} {producer.name}'s output"
         reason = exclusive_use(graph, producer.output, reader, what)
         if reason is not None:

@@ -81,3 +81,17 @@ def test_indices_are_computed_only_when_read(used: tuple[str, ...]) -> None:
     model = tiny_model([node], {"x": (1, [1, 1, 4, 4])}, list(used), [], opset=12)
     graph = hetero.load_onnx(model)
     assert len(graph.nodes[0].outputs) == len(used)
+
+
+def test_a_qdq_max_pool_whose_indices_are_read_stays_float() -> None:
+    """lower_qdq moves a QDQ MaxPool to int8 only while it has one output."""
+    from hetero.core.ir import GraphBuilder
+    from hetero.core.passes.lower_qdq import lower_qdq
+
+    b = GraphBuilder("qdq")
+    scale, zero = b.constant(np.array(0.1, np.float32), "s"), b.constant(np.array(0, np.int8), "z")
+    x = b.op("DequantizeLinear", b.input("x", (1, 1, 4, 4), "int8"), scale, zero)
+    y, i = b.op("MaxPool", x, kernel_shape=(2, 2), indices=1)
+    b.output(b.op("QuantizeLinear", y, scale, zero), i)
+    assert [n.op for n in lower_qdq(b.build()).nodes] == [
+        "DequantizeLinear", "MaxPool", "QuantizeLinear"]
