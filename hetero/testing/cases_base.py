@@ -17,7 +17,7 @@ import numpy as np
 
 T = TypeVar("T")
 
-FLOATS = ("float32", "float16")
+FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int8", "uint8", "int32", "int64")
 NUMERIC = FLOATS + INTS
 ALL = NUMERIC + ("bool",)
