@@ -17,10 +17,11 @@ Where ``N = N1 * N2`` has a divisor near its square root, the transform takes tw
 ``N2`` apart, then for each bin a sum of ``N2`` terms against a second table, so about
 ``N * (N1 + N2)`` multiply-adds instead of ``N * N``: a 2048-point one-sided transform
 costs a tenth. Short and prime lengths, and IRFFT, stay direct. Every step is a sum of
-products written into a planar stage, ``[2, ..., bins, ...]``, whose loops are those of
-a (batched) matrix product, so the CPU's register-tiled micro-kernel takes it; the
-output then interleaves the parts into ONNX's ``[..., 2]``. Sums accumulate in float32
-for float16, bfloat16 and float32, in float64 for float64.
+products whose loops are those of a (batched) matrix product, so the CPU's
+register-tiled micro-kernel takes it. The output stage itself is the last sum, reading
+its table directly: a table that only a later stage's inputs reach is not one llvm_cpu
+computes at compile time (the first step's small table is computed on each call).
+Sums accumulate in float32 for float16, bfloat16 and float32, in float64 for float64.
 
 Why not a full radix-2 FFT: its ``log2 N`` passes of butterflies are strided,
 shuffle-heavy loops that no tiled kernel takes, and it needs a power of two (audio
@@ -110,8 +111,7 @@ def split_length(n: int, bins: int, parts: int) -> int | None:
                default=None)
     if best is None:
         return None
-    n2 = n // best
-    split = n * best * parts * 2 + -(-bins // best) * best * n2 * 4
+    split = n * best * parts * 2 + bins * (n // best) * 4
     return best if 2 * split <= bins * n * parts * 2 else None
 
 
@@ -135,13 +135,12 @@ def _transform(load: Load, pre: tuple[int, ...], post: tuple[int, ...], used: in
         table = _twiddles(used, parts, bins, n, inverse, acc, name)
         s, p = reduce_axis(used, f"{name}_s"), reduce_axis(parts, f"{name}_p")
 
-        def product(i: Indices) -> Expr:
-            q, frame = i[0], i[1:rank + 1] + i[rank + 2:]
-            return sum_(load(frame, s.var, p.var) * table[s.var, p.var, i[rank + 1], q], (s, p))
+        def direct(i: Indices, q: Expr) -> Expr:
+            frame = i[:rank] + i[rank + 1:]
+            return sum_(load(frame, s.var, p.var) * table[s.var, p.var, i[rank], q], (s, p))
 
-        planar = compute_nd((2,) + pre + (bins,) + post, product, f"{name}_planar", acc)
-        return lambda i, q: planar[(q,) + tuple(i)]
-    n2, k2s = n // n1, -(-bins // n1)
+        return direct
+    n2 = n // n1
     inner = _twiddles(n1, parts, n1, n1, inverse, acc, f"{name}_a", scaled=False)
     s1, p = reduce_axis(n1, f"{name}_s1"), reduce_axis(parts, f"{name}_p")
 
@@ -154,38 +153,15 @@ def _transform(load: Load, pre: tuple[int, ...], post: tuple[int, ...], used: in
         return sum_(value * inner[s1.var, p.var, k1, q], (s1, p))
 
     steps = compute_nd((2,) + pre + (n2, n1) + post, first, f"{name}_steps", acc)
-    outer = _split_twiddles(n1, n2, k2s, n, inverse, acc, name)
+    outer = _twiddles(n2, 2, bins, n, inverse, acc, f"{name}_b")
     s2, r = reduce_axis(n2, f"{name}_s2"), reduce_axis(2, f"{name}_r")
 
-    def second(i: Indices) -> Expr:
-        q, k2, k1 = i[0], i[rank + 1], i[rank + 2]
-        read = (r.var,) + tuple(i[1:rank + 1]) + (s2.var, k1) + tuple(i[rank + 3:])
-        return sum_(steps[read] * outer[s2.var, r.var, k2, k1, q], (s2, r))
-
-    planar = compute_nd((2,) + pre + (k2s, n1) + post, second, f"{name}_planar", acc)
-
-    def value(i: Indices, q: Expr) -> Expr:
+    def second(i: Indices, q: Expr) -> Expr:
         k = i[rank]
-        return planar[(q,) + tuple(i[:rank]) + (k // n1, k % n1) + tuple(i[rank + 1:])]
+        read = (r.var,) + tuple(i[:rank]) + (s2.var, k % n1) + tuple(i[rank + 1:])
+        return sum_(steps[read] * outer[s2.var, r.var, k, q], (s2, r))
 
-    return value
-
-
-def _split_twiddles(n1: int, n2: int, k2s: int, n: int, inverse: bool, acc: np.dtype,
-                    name: str) -> Tensor:
-    """The second step's ``[n2, 2, k2s, n1, 2]`` table: ``W_n^(s2 k)`` for bin
-    ``k = k1 + n1 * k2``, as the direct table's entries (with the inverse's ``1 / n``)."""
-    sign = 1.0 if inverse else -1.0
-    scale = 1.0 / n if inverse else 1.0
-
-    def entry(i: Indices) -> Expr:
-        s2, p, k2, k1, q = i
-        cos, sin = _cos_sin((s2 * (k1 + k2 * n1)) % n, n)
-        value = select(eq(p, 0), select(eq(q, 0), cos, sin * sign), select(eq(q, 0), sin * -sign, cos))
-        return cast(value * scale if inverse else value, acc)
-
-    shape = (n2, 2, k2s, n1, 2)
-    return compute_nd(shape, entry, f"{name}_twiddle_b", acc, math.prod(shape) > TABLE_MAX)
+    return second
 
 
 @lowers("DFT")
