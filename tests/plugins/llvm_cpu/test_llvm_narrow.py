@@ -141,3 +141,32 @@ def test_cast_to_e8m0_is_onnx_to_float8e8m0(round_mode: str, saturate: int, sour
     want = onnx.numpy_helper.to_float8e8m0(x.astype(np.float32), bool(saturate), round_mode)
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     np.testing.assert_array_equal(ref.view(np.uint8), want.view(np.uint8))
+
+
+_MOVES: list[tuple[str, dict[str, Any], Any]] = [
+    ("Identity", {}, None), ("Reshape", {"shape": (4, 16)}, None), ("Flatten", {"axis": 1}, None),
+    ("Unsqueeze", {"axes": (0,)}, None), ("Squeeze", {"axes": (0,)}, "unit"),
+    ("Slice", {"starts": (1,), "ends": (7,), "axes": (0,), "steps": (2,)}, None),
+    ("Concat", {"axis": 1}, "twice"), ("Gather", {"axis": 1}, "indices"),
+    ("Expand", {"shape": (2, 8, 8)}, None), ("Tile", {"repeats": (2, 1)}, None),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn", "int4", "uint2",
+                                   "bfloat16"])
+@pytest.mark.parametrize(("op", "attrs", "extra"), _MOVES, ids=[m[0] for m in _MOVES])
+def test_data_movement_ops_take_narrow_types(dtype: str, op: str, attrs: dict[str, Any], extra: Any) -> None:
+    dt = np.dtype(getattr(ml_dtypes, dtype))
+    width = {"int4": 16, "uint2": 4, "float4_e2m1fn": 16}.get(dtype, 256)
+    x = np.resize(np.arange(width, dtype=np.uint8 if dt.itemsize == 1 else np.uint16), 64).view(dt)
+    x = x.reshape((1, 8, 8) if extra == "unit" else (8, 8))
+    inputs = {"x": x, "y": x} if extra == "twice" else {"x": x}
+    gb = GraphBuilder(op.lower())
+    operands = [gb.input(k, a.shape, a.dtype) for k, a in inputs.items()]
+    if extra == "indices":
+        operands.append(gb.constant(np.array([[0, 7], [3, 3]], np.int64), "i"))
+    gb.output(gb.op(op, *operands, **attrs))
+    graph = gb.build()
+    got, want = _run(graph, inputs)
+    assert got.dtype == dt and got.shape == want.shape
+    np.testing.assert_array_equal(_bits(got), _bits(want))
