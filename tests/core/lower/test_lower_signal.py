@@ -89,6 +89,15 @@ def test_tables_too_large_to_store_are_computed_where_read(attrs: dict,
     np.testing.assert_allclose(list(exe.run({"x0": x}).values())[0], want, rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("n", [997, 2048])
+def test_the_last_sums_table_is_computed_when_compiling(n: int) -> None:
+    """llvm_cpu computes the table the output stage reads once, as a constant of the
+    compiled part (packed into the tiled kernel's panels), not on every call."""
+    graph = _graph("DFT", [np.zeros((1, n, 1), np.float32)], axis=1, onesided=1)
+    part = hetero.compile(graph, targets=["llvm_cpu"]).placements[0].part
+    assert any("twiddle" in name for name in part.constants)
+
+
 def test_short_and_prime_lengths_stay_direct() -> None:
     assert split_length(16, 9, 1) is None and split_length(97, 97, 2) is None
     assert split_length(400, 201, 1) == 20 and split_length(2048, 1025, 1) == 32
