@@ -102,11 +102,10 @@ def test_global_pools(op: str) -> None:
     compare([node(op, ["x"])], {"x": f32(2, 3, 5, 4)})
 
 
-def test_maxpool_indices_used_is_unsupported() -> None:
-    pool = node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2])
-    model = make([pool], {"x": f32(1, 1, 4, 4)}, ["y", "idx"])
-    with pytest.raises(UnsupportedOpError, match="'my_maxpool'.*Indices output 'idx'"):
-        hetero.load_onnx(model)
+def test_maxpool_indices_when_used() -> None:
+    pool = node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], storage_order=1)
+    graph = compare([pool], {"x": f32(1, 2, 5, 4)}, ["y", "idx"])
+    assert graph.nodes[0].attrs["storage_order"] == 1
 
 
 # -- normalisation, dense layers --------------------------------------------------------

@@ -210,7 +210,8 @@ def test_pools_complete_derived_attributes() -> None:
     _, node = reference("MaxPool", {"x": np.zeros((1, 1, 6, 6, 6), np.float32)},
                         kernel_shape=(2, 2, 2))
     assert node.attrs == {"kernel_shape": (2, 2, 2), "strides": (1, 1, 1), "pads": (0,) * 6,
-                          "dilations": (1, 1, 1), "ceil_mode": 0}
+                          "dilations": (1, 1, 1), "ceil_mode": 0, "indices": 0,
+                          "storage_order": 0}
     assert node.output.shape == (1, 1, 5, 5, 5)
 
 

@@ -209,7 +209,8 @@ def test_axes_are_completed_to_non_negative() -> None:
     assert node.attrs == {"axis": 2}
     _, node = reference("LayerNormalization", {"x": x, "s": np.ones((3, 4), np.float32)}, ("s",),
                         axis=-2)
-    assert node.attrs == {"axis": 1, "epsilon": 1e-5}
+    assert node.attrs == {"axis": 1, "epsilon": 1e-5, "statistics": 0,
+                          "stash_type": np.dtype("float32")}
 
 
 @pytest.mark.parametrize("op, shapes, attrs, message", [
