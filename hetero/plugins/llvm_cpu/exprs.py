@@ -40,8 +40,16 @@ _LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "expm1": ("expm1f", 
          "acos": ("acosf", "acos"), "atan": ("atanf", "atan"), "sinh": ("sinhf", "sinh"),
          "cosh": ("coshf", "cosh"), "asinh": ("asinhf", "asinh"), "acosh": ("acoshf", "acosh"),
          "atanh": ("atanhf", "atanh")}
-#: Intrinsics rendered as scalar C library calls, which LLVM's loop vectorizer cannot widen.
-SCALAR_CALLS = frozenset(_LIBM)
+#: Of those, the ones rendered as plain arithmetic in float32 and float16 (vecmath).
+_VECTOR_MATH = frozenset({"tanh", "erf"})
+
+
+def is_scalar_call(e: Call) -> bool:
+    """Whether ``e`` renders as a C library call, which LLVM's loop vectorizer cannot widen."""
+    dtype = e.args[0].dtype if e.args else e.dtype
+    if e.func not in _LIBM:
+        return False
+    return not (e.func in _VECTOR_MATH and dtype.kind == "f" and dtype.itemsize in (2, 4))
 _ICMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -270,6 +278,11 @@ class ExprEmitter:
             f32 = ir.FloatType()
             wide = x if dtype.itemsize == 4 else self.builder.fpext(x, f32)
             out = vecmath.exp_f32(self.builder, wide, lambda v: self.intrinsic("llvm.floor", [v]))
+            return out if dtype.itemsize == 4 else self.builder.fptrunc(out, x.type)
+        if func in _VECTOR_MATH and dtype.itemsize in (2, 4):
+            f32 = ir.FloatType()
+            wide = x if dtype.itemsize == 4 else self.builder.fpext(x, f32)
+            out = (vecmath.tanh_f32 if func == "tanh" else vecmath.erf_f32)(self.builder, wide)
             return out if dtype.itemsize == 4 else self.builder.fptrunc(out, x.type)
         if func in _LIBM:
             single, double = _LIBM[func]

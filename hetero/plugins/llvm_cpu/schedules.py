@@ -24,7 +24,7 @@ from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
-from hetero.plugins.llvm_cpu.exprs import SCALAR_CALLS
+from hetero.plugins.llvm_cpu.exprs import is_scalar_call
 from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile, schedule_tiled
 from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
 
@@ -105,9 +105,9 @@ def _vectorize_innermost(sch: Schedule, block_name: str) -> None:
         return
     if affine(inner.indices[-1]) != ({loop.var: 1}, 0) or _mentions(inner.indices[:-1], loop.var):
         return
-    # A libm call (erf, tanh) stays scalar: asked to vectorize around it, LLVM gives up
-    # and warns on stderr.
-    if any(isinstance(e, Call) and e.func in SCALAR_CALLS for e in exprs_of(inner.value)):
+    # A libm call (float64 erf, tan) stays scalar: asked to vectorize around it, LLVM
+    # gives up and warns on stderr.
+    if any(isinstance(e, Call) and is_scalar_call(e) for e in exprs_of(inner.value)):
         return
     sch.vectorize(LoopRef(block_name, loop.var.name))
 

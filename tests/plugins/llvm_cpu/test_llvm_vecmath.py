@@ -1,19 +1,26 @@
-"""llvm_cpu's vectorisable float32 exp (hetero.plugins.llvm_cpu.vecmath) against float64 numpy."""
+"""llvm_cpu's vectorisable float32 exp, tanh and erf (hetero.plugins.llvm_cpu.vecmath) against float64."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 import hetero
 from hetero.core.ir.graph import Graph
 
 
-def _exp_on_llvm_cpu(x: np.ndarray) -> np.ndarray:
-    g = Graph("exp")
+def _run(op: str, x: np.ndarray) -> np.ndarray:
+    g = Graph(op.lower())
     v = g.add_input("x", x.shape, x.dtype.name)
-    g.set_outputs([g.add_node("Exp", [v]).output])
+    g.set_outputs([g.add_node(op, [v]).output])
     exe = hetero.compile(g, targets=["llvm_cpu"], num_threads=1)
     return exe.run({"x": x})[g.outputs[0].name]
+
+
+def _exp_on_llvm_cpu(x: np.ndarray) -> np.ndarray:
+    return _run("Exp", x)
 
 
 def test_exp_f32_is_within_2_ulp_over_the_whole_float_range() -> None:
@@ -43,3 +50,18 @@ def test_exp_f32_edges() -> None:
     np.testing.assert_array_equal(got[1:5], [np.inf, 0.0, 1.0, 1.0])
     assert np.isfinite(got[5]) and np.isinf(got[6])  # either side of ln(FLT_MAX)
     np.testing.assert_array_equal(got[7:], [0.0, 0.0, np.inf, 0.0])
+
+
+@pytest.mark.parametrize("op, exact", [("Tanh", np.tanh), ("Erf", np.vectorize(math.erf))])
+def test_tanh_and_erf_f32_are_within_4_eps(op: str, exact) -> None:
+    # Dense where the functions bend, then every 1,021st float32 of the whole range.
+    dense = np.linspace(-10, 10, 400_001, dtype=np.float32)
+    bits = np.arange(0, 2**32, 1021 * 16, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([dense, bits[np.isfinite(bits)], np.array([np.inf, -np.inf, 0, -0.0], np.float32)])
+    got = _run(op, x).astype(np.float64)
+    want = exact(x.astype(np.float64))
+    eps = np.finfo(np.float32).eps
+    # Relative where the result is away from 0, absolute near it (tanh, erf ~ x there).
+    err = np.abs(got - want) / np.maximum(np.abs(want), np.finfo(np.float32).tiny)
+    assert err.max() <= 4 * eps, f"{err.max() / eps:.2f} eps at x = {x[err.argmax()]!r}"
+    assert np.isnan(_run(op, np.array([np.nan], np.float32))[0])
