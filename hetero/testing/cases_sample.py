@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetero.core.ir.ops.sample import PADDING_MODES, TAPS, accumulator, roi_geometry
+from hetero.core.ir.types import FLOAT_DTYPES
 from hetero.errors import InputError
 from hetero.testing.cases_base import (
     ALL,
@@ -49,15 +50,24 @@ def _grid(d: Draw, n: int, spatial: tuple[int, ...], out: tuple[int, ...], dtype
     return grid.astype(dtype)
 
 
-@generates(("GridSample",), ALL)
+#: The floats beyond the suite's usual ones that these ops take.
+_MORE_FLOATS = ("float64", "bfloat16")
+
+
+def _data(d: Draw, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """:func:`values`, with bfloat16 drawn as the floats it is (in [-4, 4])."""
+    return uniform(d, shape, dtype, -4.0, 4.0) if dtype in FLOAT_DTYPES else values(d, shape, dtype)
+
+
+@generates(("GridSample",), ALL + _MORE_FLOATS)
 def _grid_sample(op: str, d: Draw, dtype: np.dtype) -> Spec:
     r = d.integer(1, 3)
     n, c = d.integer(1, 2), d.integer(1, 3)
     spatial = tuple(d.integer(1, 4 if r < 3 else 3) for _ in range(r))
     out = tuple(d.integer(1, 4 if r < 3 else 2) for _ in range(r))
-    x = values(d, (n, c) + spatial, dtype)
+    x = _data(d, (n, c) + spatial, dtype)
     grid = _grid(d, n, spatial, out, np.dtype(d.pick(("float32", "float32", "float16", "float64"))))
-    mode = "nearest" if dtype.kind != "f" else d.pick(("linear", "nearest", "cubic"))
+    mode = "nearest" if dtype not in FLOAT_DTYPES else d.pick(("linear", "nearest", "cubic"))
     attrs = {"mode": mode, "padding_mode": d.pick(PADDING_MODES), "align_corners": d.pick((0, 1))}
     if mode == "nearest":
         tolerance = EXACT
@@ -67,11 +77,11 @@ def _grid_sample(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return Spec((Operand("X", x), Operand("grid", grid)), attrs, tolerance)
 
 
-@generates(("RoiAlign",), FLOATS)
+@generates(("RoiAlign",), FLOATS + _MORE_FLOATS)
 def _roi_align(op: str, d: Draw, dtype: np.dtype) -> Spec:
     n, c = d.integer(1, 2), d.integer(1, 3)
     h, w = d.integer(1, 6), d.integer(1, 6)
-    x = values(d, (n, c, h, w), dtype)
+    x = _data(d, (n, c, h, w), dtype)
     count = d.integer(1, 3)
     scale = d.pick((1.0, 0.5, 0.25))
     corners = d.rng.uniform(-2.0, np.array([w, h, w, h]) / scale + 2.0, (count, 4))
@@ -96,11 +106,11 @@ def _roi_align(op: str, d: Draw, dtype: np.dtype) -> Spec:
     return Spec(operands, attrs, tolerance)
 
 
-@generates(("AffineGrid",), FLOATS)
+@generates(("AffineGrid",), FLOATS + _MORE_FLOATS)
 def _affine_grid(op: str, d: Draw, dtype: np.dtype) -> Spec:
     r = d.integer(2, 3)
     n = d.integer(1, 2)
     size = (n, d.integer(1, 3)) + tuple(d.integer(1, 5 if r == 2 else 3) for _ in range(r))
-    theta = values(d, (n, r, r + 1), dtype)
+    theta = _data(d, (n, r, r + 1), dtype)
     attrs = {"size": size, "align_corners": d.pick((0, 1))}
     return Spec((Operand("theta", theta),), attrs, summed(dtype, r + 1, (r + 1) * max(peak(theta), 1.0)))

@@ -135,7 +135,7 @@ def _axis_tables(grid: Tensor, d: int, n: int, attrs: dict[str, Any], acc: np.dt
 
     def weight(i: Indices) -> Expr:
         x = coord[i[:-1]]
-        r = x - call("floor", x)
+        r = cast(x - call("floor", x), acc)
         weights = [1 - r, r] if mode == "linear" else cubic_weights(r)
         return cast(_pick(weights, i[-1]), acc)
 

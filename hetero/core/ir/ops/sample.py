@@ -14,7 +14,9 @@ taps of the product of their weights times the input there.
 
 The coordinates are computed in the grid's precision (float32 for float16 and
 bfloat16 grids, float64 for float64 ones), with the operations of onnx's reference
-and onnxruntime in their order; reflection in float64, as onnx's reference does.
+and onnxruntime in their order; reflection in float64, as onnx's reference does; the
+weights from the coordinate's fraction in X's precision (float32, float64 for float64),
+as onnx's reference computes them in X's dtype.
 A grid coordinate that is NaN reads as one far below the axis (-4 pixels): zeros
 padding gives 0 there, border the edge, reflection its mirror image (onnx's
 reference fails on it; onnxruntime's result is undefined).
@@ -147,9 +149,11 @@ def cubic_weights(r: Any) -> list[Any]:
             ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a]
 
 
-def axis_taps(g: np.ndarray, n: int, attrs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
+def axis_taps(g: np.ndarray, n: int, attrs: dict[str, Any], acc: np.dtype
+              ) -> tuple[np.ndarray, np.ndarray | None]:
     """For normalised coordinates ``g`` along an axis of ``n``: the taps' indices
-    ``g.shape + (taps,)`` (-1 for a tap that reads 0) and their weights (None for nearest)."""
+    ``g.shape + (taps,)`` (-1 for a tap that reads 0) and their weights (None for
+    nearest), computed in ``acc``, X's precision, from the coordinate's fraction."""
     mode = attrs["mode"]
     x = denormalize(g, n, attrs["align_corners"])
     if mode == "nearest":
@@ -161,7 +165,7 @@ def axis_taps(g: np.ndarray, n: int, attrs: dict[str, Any]) -> tuple[np.ndarray,
     base = first.astype(np.int64)
     if mode == "nearest":
         return pad_index(base, n, attrs)[..., None], None
-    r = x - first
+    r = (x - first).astype(acc)
     if mode == "linear":
         weights, offsets = [1 - r, r], (0, 1)
     else:
@@ -183,7 +187,7 @@ def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     require_dtype(grid, FLOAT_DTYPES, "GridSample grid")
     if grid.rank != r + 2 or grid.shape[0] != x.shape[0] or grid.shape[-1] != r:
         raise ShapeError(f"GridSample grid must be (N, O1, ..., O{r}, {r}) for X {x}, got {grid}")
-    if attrs["mode"] != "nearest" and x.dtype.kind != "f":
+    if attrs["mode"] != "nearest" and x.dtype not in FLOAT_DTYPES:
         raise ShapeError(f"GridSample {attrs['mode']} interpolates floats, not {x.dtype}; "
                          "nearest moves any dtype")
     if x.size == 0 and grid.size > 0:
@@ -196,7 +200,8 @@ def _reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]
     r = x.ndim - 2
     out_shape = x.shape[:2] + grid.shape[1:-1]
     g = grid.astype(coordinate_dtype(grid.dtype))
-    taps = [axis_taps(g[..., r - 1 - d], x.shape[2 + d], attrs) for d in range(r)]
+    acc = accumulator(x.dtype)
+    taps = [axis_taps(g[..., r - 1 - d], x.shape[2 + d], attrs, acc) for d in range(r)]
     lead = (slice(None), None)  # index tables are (N, O...): the channel axis broadcasts
     n_index = np.arange(x.shape[0]).reshape((-1,) + (1,) * (r + 1))
     c_index = np.arange(x.shape[1]).reshape((1, -1) + (1,) * r)
