@@ -406,3 +406,18 @@ def test_names_are_kept_and_made_unique() -> None:
     assert names[0] == "relu" and not set(names) & set(graph.values)
     assert {"x", "a", "b", "y", "z"} <= set(graph.values)
     assert all(n for n in names)
+
+
+def test_batchnorm_in_training_mode_matches_onnx_reference() -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {"x": f32(3, 4, 5, 2)}
+    consts = {"s": f32(4), "b": f32(4), "m": f32(4), "v": np.abs(f32(4)) + 0.5}
+    bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                          training_mode=1, momentum=0.8, epsilon=1e-3)
+    model = make([bn], feeds, ["y", "rm", "rv"], consts, opset=15)
+    graph = hetero.load_onnx(model)
+    ours = hetero.run_reference(graph, feeds)
+    for name, expected in zip(("y", "rm", "rv"), ReferenceEvaluator(model).run(None, feeds)):
+        # Means and variances of 30 terms in float32: a few ulps of summation order.
+        np.testing.assert_allclose(ours[name], expected, rtol=1e-5, atol=1e-6, err_msg=name)

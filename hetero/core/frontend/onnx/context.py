@@ -267,6 +267,15 @@ class NodeContext:
                 self.model.values[name] = value
         return node
 
+    def emit_output(self, i: int, op: str, inputs: Sequence[Value | None],
+                    attrs: Mapping[str, Any] | None = None) -> Value:
+        """A node that computes the ONNX node's output ``i`` alone (bound to it), for
+        translations that build each output from its own canonical op."""
+        name = self.node.output[i]
+        node = self._add_node(op, inputs, attrs, self.model.fresh(f"{self._base}/{i}"), [name])
+        self.model.values[name] = node.output
+        return node.output
+
     def constant(self, array: np.ndarray, purpose: str) -> Value:
         """A new graph constant used by this translation."""
         name = self.model.fresh(f"{self._output_base()}/{purpose}")

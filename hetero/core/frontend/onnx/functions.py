@@ -138,8 +138,14 @@ def apply_defaults(source: Source, opset: int, translated: Iterable[str]) -> Non
     """
     translated = frozenset(translated)
     for node in source.model.graph.node:
-        if expandable(node, opset, translated):
+        if expandable(node, opset, translated) or node.op_type in _INFERENCE_MISREADS:
             _apply_defaults(node, schema_of(node, opset))
+
+
+#: Ops whose shape inference in onnx reads an unset attribute otherwise than their schema
+#: and reference do (STFT's ``onesided``: 0 to inference, 1 to the schema), so their
+#: defaults are set as well: the declared output shapes then agree with inference.
+_INFERENCE_MISREADS = frozenset({"STFT"})
 
 
 def importable(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:

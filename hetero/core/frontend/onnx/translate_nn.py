@@ -125,16 +125,55 @@ def _refuse_used_outputs(ctx: NodeContext, first: int, what: str) -> None:
 
 @translates("BatchNormalization")
 def batch_norm(ctx: NodeContext) -> None:
-    """Inference-mode BatchNormalization; training mode and its extra outputs are refused."""
-    if ctx.attr("training_mode", 0):
-        raise ctx.unsupported("training_mode=1 is not supported; export the model in eval mode")
-    _refuse_used_outputs(ctx, 1, "a running statistic of training mode")
+    """BatchNormalization: the canonical op in inference mode; in training mode the batch's
+    statistics and the updated running ones, from canonical reductions."""
+    training = ctx.attr("training_mode", 0)
+    if not training:
+        _refuse_used_outputs(ctx, 1, "a running statistic of training mode")
     x = ctx.input(0)
     params = [ctx.input(i) for i in range(1, 5)]
+    if training:
+        _batch_norm_training(ctx, x, *params)
+        return
     # Since opset 15 scale/bias and mean/var may have their own float types.
     params = [p if p.dtype == x.dtype else ctx.add("Cast", [p], {"to": x.dtype}, f"param{i}")
               for i, p in enumerate(params, start=1)]
     ctx.emit("BatchNormalization", [x, *params], merge_attrs(ctx, ["epsilon"]))
+
+
+def _batch_norm_training(ctx: NodeContext, x: Value, scale: Value, bias: Value, mean: Value,
+                         var: Value) -> None:
+    """Y normalised by the batch's mean and (population) variance over every axis but 1;
+    the running statistics ``r * momentum + batch * (1 - momentum)``, as onnx's reference."""
+    rank, channels = x.type.rank, x.shape[1]
+    axes = [0, *range(2, rank)]
+    column = [1, channels] + [1] * (rank - 2)
+
+    def like(v: Value, dtype: np.dtype, tag: str) -> Value:
+        return v if v.dtype == dtype else ctx.add("Cast", [v], {"to": dtype}, tag)
+
+    def scalar(value: float, dtype: np.dtype, tag: str) -> Value:
+        return ctx.constant(np.array(value, dtype), tag)
+
+    batch_mean = ctx.add("ReduceMean", [x], {"axes": axes, "keepdims": 1}, "batch_mean")
+    centred = ctx.add("Sub", [x, batch_mean], None, "centred")
+    batch_var = ctx.add("ReduceMean", [ctx.add("Mul", [centred, centred], None, "square")],
+                        {"axes": axes, "keepdims": 1}, "batch_var")
+    eps = scalar(ctx.attr("epsilon", 1e-5), x.dtype, "epsilon")
+    std = ctx.add("Sqrt", [ctx.add("Add", [batch_var, eps], None, "var_eps")], None, "std")
+    normal = ctx.add("Div", [centred, std], None, "normal")
+    s = ctx.add("Reshape", [like(scale, x.dtype, "scale")], {"shape": column}, "scale_column")
+    b = ctx.add("Reshape", [like(bias, x.dtype, "bias")], {"shape": column}, "bias_column")
+    ctx.emit("Add", [ctx.add("Mul", [normal, s], None, "scaled"), b])
+    momentum = ctx.attr("momentum", 0.9)
+    for i, running, batch in ((1, mean, batch_mean), (2, var, batch_var)):
+        if not ctx.output_used(i):
+            continue
+        dtype = running.dtype
+        flat = like(ctx.add("Reshape", [batch], {"shape": [channels]}, f"batch_{i}"), dtype, f"cast_{i}")
+        kept = ctx.add("Mul", [running, scalar(momentum, dtype, f"momentum_{i}")], None, f"kept_{i}")
+        new = ctx.add("Mul", [flat, scalar(1.0 - momentum, dtype, f"rest_{i}")], None, f"new_{i}")
+        ctx.emit_output(i, "Add", [kept, new])
 
 
 #: LayerNormalization's stash_type (ONNX's U: float or bfloat16) as a dtype.
