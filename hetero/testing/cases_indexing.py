@@ -278,3 +278,29 @@ def _cumprod(op: str, d: Draw, dtype: np.dtype) -> Spec:
     x, attrs, n = _running(d, dtype, product=True)
     # A product of n rounded factors: within n + 1 roundings, relative (no cancellation).
     return Spec((Operand("x", x),), attrs, rounded(dtype, n + 2) if _floating(dtype) else EXACT)
+
+
+@generates(("TensorScatter",), ALL)
+def _tensor_scatter(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    # A KV cache (batch, heads, max_len, head_dim) or another layout, its axis not 0.
+    cache_shape = list(shape(d, 2, 4, dim_lo=1, dim_hi=4))
+    axis = d.integer(1, len(cache_shape) - 1)
+    cache_shape[axis] = d.integer(1, 6)
+    width = cache_shape[axis]
+    length = d.integer(1, width)
+    update_shape = list(cache_shape)
+    update_shape[axis] = length
+    mode = d.pick(("linear", "circular"))
+    attrs = {"axis": axis - len(cache_shape) if d.pick((False, True)) else axis, "mode": mode}
+    cache, update = values(d, cache_shape, dtype), values(d, update_shape, dtype)
+    batch = cache_shape[0]
+    if mode == "circular":
+        starts = integers(d, (batch,), np.int64, -2 * width, 2 * width)  # any start wraps
+    else:
+        starts = integers(d, (batch,), np.int64, 0, width - length)
+        if d.edge():  # a write past the cache's end
+            starts[int(d.rng.integers(batch))] = width - length + 1
+            return Spec((Operand("past_cache", cache), Operand("update", update),
+                         Operand("write_indices", starts)), attrs, EXACT, error=InputError)
+    where = d.pick((None, Operand("write_indices", starts, constant=d.pick((False, True)))))
+    return Spec((Operand("past_cache", cache), Operand("update", update), where), attrs, EXACT)

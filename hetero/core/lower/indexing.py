@@ -21,7 +21,7 @@ from typing import Any
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.compute import Tensor, extern
 from hetero.core.ir.tir.expr import (
-    INDEX, Expr, Var, cast, const, eq, ge, le, lt, maximum, minimum, select,
+    INDEX, Expr, Var, cast, const, eq, ge, le, logical_and, lt, maximum, minimum, select,
 )
 from hetero.core.ir.tir.stmt import Allocate, For, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
@@ -235,6 +235,30 @@ def lower_reverse_sequence(inputs: list[Tensor | None], attrs: dict[str, Any],
         return x[tuple(source if k == t else v for k, v in enumerate(i))]
 
     return [compute_nd(x.shape, element, names[0], x.dtype)]
+
+
+@lowers("TensorScatter")
+def lower_tensor_scatter(inputs: list[Tensor | None], attrs: dict[str, Any],
+                         out_types: list[TensorType], names: list[str]) -> list[Tensor]:
+    """Each cache position reads the update step written there, if any: position i of
+    batch entry b holds step ``i - start[b]`` (modulo the length when circular) when
+    that lies in ``[0, len)``, else the past cache's element."""
+    cache, update, where = inputs
+    assert cache is not None and update is not None
+    axis, circular = attrs["axis"], attrs["mode"] == "circular"
+    width, length = cache.shape[axis], update.shape[axis]
+
+    def element(i: Indices) -> Expr:
+        start = const(0, "int64") if where is None else where[i[0]]
+        step = i[axis] - start
+        if circular:
+            step = step % width  # floored, as Python's % in the reference
+        inside = logical_and(ge(step, 0), lt(step, length))
+        clamped = minimum(maximum(step, 0), length - 1)  # read in bounds in either branch
+        fresh = update[tuple(clamped if k == axis else v for k, v in enumerate(i))]
+        return select(inside, fresh, cache[i])
+
+    return [compute_nd(cache.shape, element, names[0], cache.dtype)]
 
 
 def _lower_cumulative(product: bool) -> Callable[..., list[Tensor]]:

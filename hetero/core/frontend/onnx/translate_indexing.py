@@ -136,3 +136,10 @@ def range_(ctx: NodeContext) -> None:
         check_elements([count], f"{ctx.label}: the range", ctx.model.max_elements)
         array = (first + step * np.arange(count, dtype=np.float64)).astype(dtype)
     ctx.bind_constant(array)
+
+
+@translates("TensorScatter")
+def tensor_scatter(ctx: NodeContext) -> None:
+    """TensorScatter (opset 24): a KV cache's in-place update, as a new tensor."""
+    attrs = {name: ctx.attr(name) for name in ("axis", "mode") if ctx.has_attr(name)}
+    ctx.emit("TensorScatter", [ctx.input(0), ctx.input(1), ctx.optional_input(2)], attrs)

@@ -454,6 +454,69 @@ register(OpDef(
 ))
 
 
+# -- TensorScatter -------------------------------------------------------------------------
+def _tensor_scatter_complete(ins: list[TensorType | None], attrs: dict[str, Any]) -> dict[str, Any]:
+    attrs["axis"] = normalize_axis(attrs["axis"], ins[0].rank, "TensorScatter axis")
+    return attrs
+
+
+def _tensor_scatter_infer(ins: list[TensorType | None], attrs: dict[str, Any]) -> list[TensorType]:
+    cache, update, where = ins
+    axis, mode = attrs["axis"], attrs["mode"]
+    if mode not in ("linear", "circular"):
+        raise OpAttributeError(f"TensorScatter mode must be 'linear' or 'circular', got {mode!r}")
+    same_dtype([cache, update], "TensorScatter past_cache and update")
+    if axis == 0 or update.rank != cache.rank or any(
+            u != c for k, (u, c) in enumerate(zip(update.shape, cache.shape)) if k != axis) \
+            or update.shape[axis] > cache.shape[axis]:
+        raise ShapeError(f"TensorScatter update {update} must match past_cache {cache} on every axis "
+                         f"but the sequence axis {axis} (not the batch axis 0), and be no longer on it")
+    if where is not None:
+        require_dtype(where, (np.dtype(np.int64),), "TensorScatter write_indices")
+        if where.shape != (cache.shape[0],):
+            raise ShapeError(f"TensorScatter write_indices {where} must hold one start per batch "
+                             f"entry ({cache.shape[0]})")
+    return [cache]
+
+
+def _tensor_scatter_bounds(ins: list[TensorType | None], attrs: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
+    # A linear write must fit: starts lie in [0, max_len - len]; a circular one wraps any start.
+    if attrs["mode"] != "linear" or ins[2] is None:
+        return []
+    axis = attrs["axis"]
+    return [(2, axis, ins[0].shape[axis] - ins[1].shape[axis] + 1, False)]
+
+
+def _tensor_scatter_reference(ins: list[np.ndarray | None], attrs: dict[str, Any]) -> list[np.ndarray]:
+    cache, update, where = ins
+    axis, circular = attrs["axis"], attrs["mode"] == "circular"
+    width, length = cache.shape[axis], update.shape[axis]
+    starts = np.zeros(cache.shape[0], np.int64) if where is None else where
+    if not circular:
+        problem = index_problem(starts, axis, width - length + 1, wraps=False)
+        if problem is not None:
+            raise InputError(f"TensorScatter write_indices: {problem}")
+    out = np.array(cache)
+    for prefix in np.ndindex(cache.shape[:axis]):
+        for s in range(length):
+            position = int(starts[prefix[0]]) + s
+            out[(*prefix, position % width if circular else position)] = update[(*prefix, s)]
+    return [out]
+
+
+register(OpDef(
+    "TensorScatter", ("past_cache", "update", "write_indices?"), ("present_cache",),
+    _tensor_scatter_infer, _tensor_scatter_reference,
+    attrs={"axis": Attr("int", -2, "the sequence axis (not 0, the batch axis); canonical "
+                                   "non-negative"),
+           "mode": Attr("str", "linear", "'linear' writes at start + s, 'circular' modulo the "
+                                         "cache length")},
+    flops=no_flops, complete=_tensor_scatter_complete, index_bounds=_tensor_scatter_bounds,
+    doc="past_cache with update written along ``axis`` from each batch entry's write index "
+        "(0 without write_indices): a KV cache's update",
+))
+
+
 # -- CumSum, CumProd ---------------------------------------------------------------------
 #: What CumSum and CumProd take (ONNX's types): the floats and 32- and 64-bit integers.
 _CUMULATIVE_DTYPES = FLOAT_DTYPES + tuple(np.dtype(d) for d in ("int32", "int64", "uint32",
