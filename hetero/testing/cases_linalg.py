@@ -20,6 +20,7 @@ from hetero.testing.cases_base import (
     Draw,
     Operand,
     Spec,
+    Tolerance,
     generates,
     peak,
     shape,
@@ -67,3 +68,18 @@ def _conv_transpose(op: str, d: Draw, dtype: np.dtype) -> Spec:
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations,
              "pads": tuple(begins + ends), "output_padding": output_padding, "group": group}
     return Spec(operands, attrs, summed(dtype, terms + 1, terms * peak(x) * peak(w) + peak(b)))
+
+
+@generates(("Det",), FLOATS)
+def _det(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    n = d.integer(1, 5)
+    x = uniform(d, (*shape(d, 0, 2, dim_hi=3), n, n), dtype, -2.0, 2.0)
+    if d.edge() and n > 1:  # a singular matrix: two equal rows
+        x[..., 1, :] = x[..., 0, :]
+    # The reference and llvm_cpu both eliminate in float64 and round once: one rounding
+    # of the dtype apart, plus float64's error on the n! products that may cancel.
+    terms = math.factorial(n)
+    big = float(np.float64(peak(x)) ** n)
+    tolerance = Tolerance(2 * float(np.finfo(dtype).eps),
+                          terms * terms * big * float(np.finfo(np.float64).eps) + float(np.finfo(dtype).tiny))
+    return Spec((Operand("X", x),), {}, tolerance)

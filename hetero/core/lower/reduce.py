@@ -16,10 +16,14 @@ import numpy as np
 
 from collections.abc import Callable
 
-from hetero.core.ir.tir.compute import Tensor, max_, min_, prod_, reduce_axis, sum_
-from hetero.core.ir.tir.expr import Expr, call, cast, const, eq, logical_or, ne, select
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.compute import Tensor, extern, max_, min_, prod_, reduce_axis, sum_
+from hetero.core.ir.tir.expr import (
+    Expr, Var, call, cast, const, eq, gt, logical_and, logical_or, ne, select,
+)
+from hetero.core.ir.tir.stmt import Allocate, For, IfThenElse, Stmt, Store, seq
 from hetero.core.ir.types import TensorType
-from hetero.core.lower.elementwise import Indices, compute_nd
+from hetero.core.lower.elementwise import Indices, compute_nd, serial_nest
 from hetero.core.lower.registry import Lowering, lowers
 
 _FLOAT32 = np.dtype("float32")
@@ -190,3 +194,46 @@ def _lower_arg(largest: bool) -> Lowering:
 
 lowers("ArgMax")(_lower_arg(largest=True))
 lowers("ArgMin")(_lower_arg(largest=False))
+
+
+@lowers("Det")
+def lower_det(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
+              names: list[str]) -> list[Tensor]:
+    """Gaussian elimination with partial pivoting in float64, one matrix at a time (a
+    serial stage): the product of the pivots, negated once per row swap."""
+    x = inputs[0]
+    assert x is not None
+    n, name = x.shape[-1], names[0]
+    f64, i64 = np.dtype("float64"), np.dtype("int64")
+    k, r, c = Var(f"{name}_k"), Var(f"{name}_r"), Var(f"{name}_c")
+
+    def build(out: Buffer) -> Stmt:
+        a = Buffer(f"{name}_lu", (n, n), f64, "local")
+        det, best = Buffer(f"{name}_det", (1,), f64, "local"), Buffer(f"{name}_best", (1,), f64, "local")
+        piv, tmp = Buffer(f"{name}_piv", (1,), i64, "local"), Buffer(f"{name}_tmp", (1,), f64, "local")
+        zero = const(0, i64)
+
+        def matrix(p: Indices) -> Stmt:
+            load = For(r, n, For(c, n, Store(a, (r, c), cast(x.buffer[tuple(p) + (r, c)], f64))))
+            find = seq(Store(piv, (zero,), k), Store(best, (zero,), call("abs", a[k, k])),
+                       For(r, n, IfThenElse(logical_and(gt(r, k), gt(call("abs", a[r, k]), best[zero])),
+                                            seq(Store(best, (zero,), call("abs", a[r, k])),
+                                                Store(piv, (zero,), r)))))
+            swap = IfThenElse(ne(piv[zero], k), seq(
+                For(c, n, seq(Store(tmp, (zero,), a[k, c]), Store(a, (k, c), a[piv[zero], c]),
+                              Store(a, (piv[zero], c), tmp[zero]))),
+                Store(det, (zero,), -det[zero])))
+            update_row = seq(
+                Store(tmp, (zero,), a[r, k] / a[k, k]),
+                For(c, n, IfThenElse(gt(c, k), Store(a, (r, c), a[r, c] - tmp[zero] * a[k, c]))))
+            eliminate = IfThenElse(ne(a[k, k], const(0.0, f64)), For(r, n, IfThenElse(gt(r, k), update_row)))
+            step = seq(find, swap, Store(det, (zero,), det[zero] * a[k, k]), eliminate)
+            body = seq(load, Store(det, (zero,), const(1.0, f64)), For(k, n, step),
+                       Store(out, tuple(p), cast(det[zero], x.dtype)))
+            for buffer in (tmp, piv, best, det, a):
+                body = Allocate(buffer, body)
+            return body
+
+        return serial_nest(x.shape[:-2], f"{name}_p", matrix)
+
+    return [extern(x.shape[:-2], x.dtype, name, (x,), build)]

@@ -564,3 +564,8 @@ def qlinear_conv(ctx: NodeContext) -> None:
     b = None if bias is None else ctx.constant(bias.astype(np.float64), "bias_wide")
     acc = ctx.add("Conv", [xc, wc, b], attrs, "acc")
     _requantize(ctx, acc, scale, ctx.input(7))
+
+
+@translates("Det")
+def det(ctx: NodeContext) -> None:
+    ctx.emit("Det", [ctx.input(0)])

@@ -198,3 +198,25 @@ def _arg(name: str, fn: Callable[..., np.ndarray], doc: str) -> None:
 
 _arg("ArgMax", np.argmax, "int64 index of the maximum along ``axis`` (a NaN is the maximum)")
 _arg("ArgMin", np.argmin, "int64 index of the minimum along ``axis`` (a NaN is the minimum)")
+
+
+# -- Det -------------------------------------------------------------------------------
+def _det_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x = ins[0]
+    require_dtype(x, FLOAT_DTYPES, "Det input")
+    if x.rank < 2 or x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"Det needs square matrices in its last two axes, got {x}")
+    return [TensorType(x.shape[:-2], x.dtype)]
+
+
+def _det_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x = ins[0]
+    # numpy's LU in float64, rounded once (LAPACK's float32 one pivots the same way).
+    return [np.asarray(np.linalg.det(x.astype(np.float64))).astype(x.dtype)]
+
+
+register(OpDef(
+    "Det", ("X",), ("Y",), _det_infer, _det_reference,
+    flops=lambda ins, outs, attrs: int(np.prod(ins[0].shape[:-2], dtype=np.int64)) * 2 * ins[0].shape[-1] ** 3 // 3,
+    doc="the determinant of each square matrix in the last two axes",
+))
