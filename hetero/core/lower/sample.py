@@ -111,7 +111,7 @@ def _axis_tables(grid: Tensor, d: int, n: int, attrs: dict[str, Any], acc: np.dt
                  name: str) -> tuple[Tensor, Tensor | None]:
     """Axis ``d``'s tap indices ``(N, O..., taps)`` and weights (None for nearest)."""
     rank = len(grid.shape) - 2
-    cdt = coordinate_dtype(grid.dtype)
+    cdt = coordinate_dtype(grid.dtype, acc)
     mode = attrs["mode"]
     sp = grid.shape[:-1]
 

@@ -12,11 +12,10 @@ the axis reads 0 (``zeros``), the edge (``border``) or its mirror image
 (``reflection``, :func:`reflect`). The output is the sum over every combination of
 taps of the product of their weights times the input there.
 
-The coordinates are computed in the grid's precision (float32 for float16 and
-bfloat16 grids, float64 for float64 ones), with the operations of onnx's reference
-and onnxruntime in their order; reflection in float64, as onnx's reference does; the
-weights from the coordinate's fraction in X's precision (float32, float64 for float64),
-as onnx's reference computes them in X's dtype.
+The coordinates are computed in float32 (float64 where the grid or X is float64), with
+the operations of onnx's reference and onnxruntime in their order; reflection in
+float64, as onnx's reference does; the weights from the coordinate's fraction in X's
+precision (float32, float64 for float64), as onnx's reference computes them in X's dtype.
 A grid coordinate that is NaN reads as one far below the axis (-4 pixels): zeros
 padding gives 0 there, border the edge, reflection its mirror image (onnx's
 reference fails on it; onnxruntime's result is undefined).
@@ -67,9 +66,10 @@ REFLECT_REACH = 2.0 ** 22
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def coordinate_dtype(grid: np.dtype) -> np.dtype:
-    """The precision the coordinates of a ``grid`` of this dtype are computed in."""
-    return _F64 if grid == _F64 else _F32
+def coordinate_dtype(grid: np.dtype, x: np.dtype) -> np.dtype:
+    """The precision the coordinates of a ``grid`` of this dtype into an ``x`` of that one
+    are computed in: float64 if either is, else float32."""
+    return _F64 if _F64 in (grid, x) else _F32
 
 
 def accumulator(dtype: np.dtype) -> np.dtype:
@@ -199,7 +199,7 @@ def _reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]
     x, grid = ins
     r = x.ndim - 2
     out_shape = x.shape[:2] + grid.shape[1:-1]
-    g = grid.astype(coordinate_dtype(grid.dtype))
+    g = grid.astype(coordinate_dtype(grid.dtype, x.dtype))
     acc = accumulator(x.dtype)
     taps = [axis_taps(g[..., r - 1 - d], x.shape[2 + d], attrs, acc) for d in range(r)]
     lead = (slice(None), None)  # index tables are (N, O...): the channel axis broadcasts
