@@ -13,9 +13,10 @@ may not compute wrongly.
 ``--write-known-failures FILE`` writes the refusals as the known-failures file of
 ``tests/plugins/llvm_cpu/test_onnx_backend.py`` (one case a line, with its reason).
 A wrong number is never written there. The one exception is a case whose line in the
-current file says ``numerics:`` and why hetero's answer differs from onnx's expected
-output while being right (hetero's float16 rounding closer to exact than onnx's
-reference, say): it is shown apart, kept in the file, and does not fail the run.
+current file says ``numerics:`` or ``spec:`` and why hetero's answer differs from
+onnx's expected output while being right (hetero's float16 rounding closer to exact
+than onnx's reference; an expected output that contradicts the operator's
+specification): it is shown apart, kept in the file, and does not fail the run.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ import onnx.backend.test
 
 from hetero.onnx_backend import HeteroBackend
 
-#: The known-failures file of the adapter's test, whose ``numerics:`` lines this reads.
+#: The known-failures file of the adapter's test, whose ``numerics:`` and ``spec:`` lines this reads.
 KNOWN_FAILURES = (Path(__file__).parents[1] / "tests" / "plugins" / "llvm_cpu"
                   / "onnx_backend_known_failures.txt")
-NUMERICS = "numerics:"
+#: Reasons under which a case may fail its comparison: ``numerics:`` where hetero's answer
+#: is the closer one, ``spec:`` where onnx's expected output contradicts the operator's
+#: specification, which hetero follows (each line says how, and what onnxruntime does).
+DISAGREEMENTS = ("numerics:", "spec:")
 
 HEADER = """\
 # onnx backend node tests that hetero (llvm_cpu, no fallback) does not pass yet, with the reason.
@@ -45,7 +49,8 @@ HEADER = """\
 # expected failure, so a test that starts passing fails the suite until its line is removed here.
 # Written by benchmarks/onnx_node_suite.py --write-known-failures (onnx {onnx}); no line is a
 # wrong number: those fail the suite outright. A line whose reason starts "numerics:" is a case
-# whose comparison fails while hetero's answer is the closer one, with the measurement that shows it.
+# whose comparison fails while hetero's answer is the closer one, with the measurement that shows it;
+# one that starts "spec:" a case whose expected output contradicts the op's specification.
 """
 
 
@@ -64,7 +69,7 @@ def accepted_numerics(path: Path = KNOWN_FAILURES) -> dict[str, str]:
     for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, reason = line.split(maxsplit=1)
-            if reason.startswith(NUMERICS):
+            if reason.startswith(DISAGREEMENTS):
                 accepted[f"{name}_cpu"] = reason
     return accepted
 

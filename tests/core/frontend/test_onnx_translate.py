@@ -11,7 +11,7 @@ import pytest
 
 import hetero
 from hetero.core.ir.graph import Graph
-from hetero.errors import DynamicShapeError, UnsupportedOpError
+from hetero.errors import UnsupportedOpError
 from models import tiny_model
 from oracle import run_model
 

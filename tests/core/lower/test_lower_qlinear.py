@@ -12,7 +12,6 @@ import onnx
 from onnx import helper, numpy_helper
 import pytest
 
-from hetero.errors import DynamicShapeError
 from hetero.onnx_backend import HeteroBackend
 from models import tiny_model
 from oracle import run_model
@@ -87,7 +86,7 @@ def test_qlinear_conv_is_bit_exact(seed: int, attrs: dict[str, Any], per_channel
     _compare("QLinearConv", names, arrays, ["x"], **attrs)
 
 
-def test_qlinear_conv_bias_given_at_run_time_needs_a_constant() -> None:
+def test_qlinear_conv_bias_given_at_run_time_is_specialised_on() -> None:
     node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
                             ["y"], name="my_qconv")
     one = np.array(0.1, np.float32)
@@ -96,8 +95,13 @@ def test_qlinear_conv_bias_given_at_run_time_needs_a_constant() -> None:
         ("ws", one), ("wz", np.array(0, np.uint8)), ("ys", one), ("yz", np.array(0, np.uint8)))]
     model = tiny_model([node], {"x": (onnx.TensorProto.UINT8, [1, 1, 2, 2]),
                                 "b": (onnx.TensorProto.INT32, [1])}, ["y"], inits, opset=13)
-    with pytest.raises(DynamicShapeError, match="my_qconv.*B input 'b'"):
-        HeteroBackend.prepare(model)
+    rep = HeteroBackend.prepare(model)
+    assert rep.executable.specialized_on == ("b",)
+    x = np.array([[[[1, 2], [3, 4]]]], np.uint8)
+    for bias in (0, 20):
+        # y = round(0.1 * 0.1 * (x + bias) / 0.1) = round(0.1 * (x + bias)), saturated to uint8
+        expected = np.clip(np.rint(0.1 * (x.astype(np.float64) + bias)), 0, 255).astype(np.uint8)
+        np.testing.assert_array_equal(rep.run([x, np.array([bias], np.int32)])[0], expected)
 
 
 def test_qlinear_matmul_rounds_ties_to_even_as_onnxruntime() -> None:

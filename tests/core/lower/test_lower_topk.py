@@ -16,7 +16,6 @@ import pytest
 from hetero.core.ir import GraphBuilder, Node
 from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
-from hetero.errors import DynamicShapeError
 from hetero.onnx_backend import HeteroBackend
 from lowercheck import run_lowered
 from models import tiny_model
@@ -101,12 +100,17 @@ def test_every_opset_imports_and_matches_onnxruntime(opset: int, attrs: dict[str
         np.testing.assert_array_equal(g, w)
 
 
-def test_k_given_as_a_graph_input_needs_a_constant() -> None:
+def test_k_given_as_a_graph_input_is_specialised_on() -> None:
     node = helper.make_node("TopK", ["x", "k"], ["v", "i"], name="my_topk")
     model = tiny_model([node], {"x": (onnx.TensorProto.FLOAT, [2, 5]),
                                 "k": (onnx.TensorProto.INT64, [1])}, ["v", "i"])
-    with pytest.raises(DynamicShapeError, match="my_topk.*K input 'k'"):
-        HeteroBackend.prepare(model)
+    rep = HeteroBackend.prepare(model)
+    x = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.float32)
+    for k in (2, 4):
+        values, indices = rep.run([x, np.array([k])])
+        np.testing.assert_array_equal(values, -np.sort(-x, axis=1)[:, :k])
+        np.testing.assert_array_equal(np.take_along_axis(x, indices, 1), values)
+    assert rep.executable.compiled == 2
 
 
 @pytest.mark.parametrize("largest", [0, 1])
