@@ -17,7 +17,6 @@ from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
 from hetero.core.lower import signal as signal_lowering
 from hetero.core.lower.signal import split_length
-from hetero.errors import UnsupportedOpError
 from hetero.onnx_backend import HeteroBackend
 from lowercheck import run_lowered
 from models import tiny_model
@@ -161,10 +160,13 @@ def test_each_opsets_default_axis(opset: int, axis: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_a_default_axis_that_depends_on_the_opset_is_refused() -> None:
-    x = np.zeros((2, 6, 3, 1), np.float32)
-    with pytest.raises(UnsupportedOpError, match="default is 1 at opset 17 and -2 at opset 20"):
-        HeteroBackend.prepare(_dft_model(x, 20))
+@pytest.mark.parametrize("opset,axis", [(17, 1), (19, 1), (20, -2)])
+def test_a_default_axis_follows_the_models_opset_at_rank_4(opset: int, axis: int) -> None:
+    """Rank 4: opset 17's default axis 1 and opset 20's -2 are different axes."""
+    x = np.random.default_rng(2).standard_normal((2, 6, 3, 1)).astype(np.float32)
+    got = HeteroBackend.prepare(_dft_model(x, opset)).run([x])[0]
+    want = ReferenceEvaluator(_dft_model(x, opset, axis=axis)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("n", [257, 400, 512, 2048])

@@ -59,9 +59,12 @@ class ModelContext:
     """State shared by all translators of one model: the graph and the ONNX name map."""
 
     def __init__(
-        self, graph: Graph, model: onnx.ModelProto, model_name: str, max_elements: int
+        self, graph: Graph, model: onnx.ModelProto, model_name: str, max_elements: int,
+        opset: int = 13,
     ) -> None:
         self.graph = graph
+        #: The default domain's version the nodes are read at.
+        self.opset = opset
         self.model_name = model_name
         self.max_elements = max_elements
         #: ONNX value name -> the canonical value that holds it.

@@ -33,14 +33,10 @@ _ROI_TRANSFORMS = {"half_pixel": 1, "output_half_pixel": 0}
 
 @translates("RoiAlign")
 def roi_align(ctx: NodeContext) -> None:
-    """RoiAlign of opsets 10 and 16 (the transform explicit; see the module doc)."""
-    if not ctx.has_attr("coordinate_transformation_mode"):
-        raise ctx.unsupported(
-            "RoiAlign without coordinate_transformation_mode is not supported yet: its absence "
-            "means output_half_pixel at opsets 10 to 15 and half_pixel from opset 16, and "
-            "hetero's translators do not see the model's opset yet; re-export the model at "
-            "opset 16 or newer with the attribute set")
-    transform = ctx.attr("coordinate_transformation_mode")
+    """RoiAlign of opsets 10 and 16 (see the module doc)."""
+    # Unset, the transform is opset 16's default, or before 16 the one meaning there was.
+    transform = ctx.attr("coordinate_transformation_mode",
+                         "half_pixel" if ctx.model.opset >= 16 else "output_half_pixel")
     if transform not in _ROI_TRANSFORMS:
         raise ctx.unsupported(f"RoiAlign coordinate_transformation_mode {transform!r} is not one "
                               f"of {sorted(_ROI_TRANSFORMS)}")

@@ -36,9 +36,7 @@ def _scalar(ctx: NodeContext, i: int, what: str) -> np.generic | None:
 def dft(ctx: NodeContext) -> None:
     """DFT at opset 17 (``axis`` an attribute) or 20 (``axis`` input 2).
 
-    A node with neither says its opset only through the model's version, which the
-    translator does not see, and the two defaults differ unless the input has rank 3;
-    such a node is refused rather than guessed.
+    A node with neither takes its opset's default: 1 before opset 20, -2 from it.
     """
     x = ctx.input(0)
     length = _scalar(ctx, 1, "dft_length")
@@ -46,12 +44,8 @@ def dft(ctx: NodeContext) -> None:
         axis = int(_scalar(ctx, 2, "axis"))
     elif ctx.has_attr("axis"):
         axis = ctx.attr("axis")
-    elif x.type.rank == 3:
-        axis = 1  # opset 17's default 1 and opset 20's -2 name the same axis
     else:
-        raise ctx.unsupported(
-            "it sets no axis, whose default is 1 at opset 17 and -2 at opset 20, different axes "
-            f"of its rank-{x.type.rank} input; set the axis (attribute at opset 17, input at 20)")
+        axis = 1 if ctx.model.opset < 20 else -2  # the defaults of opsets 17 and 20
     attrs = {"axis": axis, "inverse": ctx.attr("inverse", 0), "onesided": ctx.attr("onesided", 0)}
     if length is not None:
         attrs["dft_length"] = int(length)
