@@ -489,3 +489,32 @@ def _max_unpool(op: str, d: Draw, dtype: np.dtype) -> Spec:
         return Spec((Operand("x", x), Operand("i", indices)), attrs, EXACT, error=InputError)
     return Spec((Operand("x", x), Operand("i", indices, constant=d.pick((False, True)))), attrs,
                 EXACT)
+
+
+@generates(("DeformConv",), FLOATS)
+def _deform_conv(op: str, d: Draw, dtype: np.dtype) -> Spec:
+    kh, kw = d.integer(1, 3), d.integer(1, 3)
+    group, offset_group = d.pick((1, 2)), d.pick((1, 2))
+    c = 2 * d.integer(1, 2)
+    oc = group * d.integer(1, 2)
+    height, width = d.integer(kh, 6), d.integer(kw, 6)
+    pads = [d.integer(0, 1) for _ in range(4)]
+    attrs = {"kernel_shape": [kh, kw], "pads": pads, "group": group, "offset_group": offset_group,
+             "strides": [d.integer(1, 2), d.integer(1, 2)], "dilations": [1, d.integer(1, 2)]}
+    oh = (height + pads[0] + pads[2] - kh) // attrs["strides"][0] + 1
+    ow = (width + pads[1] + pads[3] - (kw - 1) * attrs["dilations"][1] - 1) // attrs["strides"][1] + 1
+    if ow < 1:
+        attrs["dilations"][1], ow = 1, (width + pads[1] + pads[3] - kw) // attrs["strides"][1] + 1
+    n, taps = d.integer(1, 2), offset_group * kh * kw
+    x = uniform(d, (n, c, height, width), dtype)
+    w = uniform(d, (oc, c // group, kh, kw), dtype)
+    # Offsets of a few pixels move taps across pixel borders and past the image's edge.
+    offset = uniform(d, (n, 2 * taps, oh, ow), dtype, -2.5, 2.5)
+    b = uniform(d, (oc,), dtype) if d.pick((True, False)) else None
+    mask = uniform(d, (n, taps, oh, ow), dtype, 0.0, 1.0) if d.pick((True, False)) else None
+    terms = (c // group) * kh * kw
+    tolerance = summed(dtype, terms + 1, terms * peak(x) * peak(w) + peak(b))
+    operands = (Operand("X", x), Operand("W", w, constant=True), Operand("offset", offset),
+                None if b is None else Operand("B", b, constant=True),
+                None if mask is None else Operand("mask", mask))
+    return Spec(operands, attrs, tolerance)

@@ -11,5 +11,6 @@ from hetero.core.lower import signal  # noqa: F401
 from hetero.core.lower import sample  # noqa: F401
 from hetero.core.lower import unpool  # noqa: F401
 from hetero.core.lower import rnn  # noqa: F401
+from hetero.core.lower import deform  # noqa: F401
 
 __all__ = ["is_lowerable", "lower_group", "lower_node", "lowers"]

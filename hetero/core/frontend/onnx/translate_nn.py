@@ -315,3 +315,11 @@ def lp_pool(ctx: NodeContext) -> None:
 @translates("GlobalLpPool")
 def global_lp_pool(ctx: NodeContext) -> None:
     ctx.emit("GlobalLpPool", [ctx.input(0)], {"p": ctx.attr("p", 2)})
+
+
+@translates("DeformConv")
+def deform_conv(ctx: NodeContext) -> None:
+    """DeformConv (opset 19), 2-D."""
+    attrs = merge_attrs(ctx, ["kernel_shape", "strides", "pads", "dilations", "group", "offset_group"])
+    inputs = [ctx.input(0), ctx.input(1), ctx.input(2), ctx.optional_input(3), ctx.optional_input(4)]
+    ctx.emit("DeformConv", inputs, attrs)
