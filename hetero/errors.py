@@ -120,6 +120,25 @@ class OperandInputError(DynamicShapeError):
         super().__init__(*args, **keywords)
 
 
+class DynamicInputError(DynamicShapeError):
+    """Graph inputs have dynamic dimensions (``inputs`` names them). :func:`hetero.compile`
+    answers it by compiling once per distinct input shape (see
+    :mod:`hetero.core.runtime.specialize`)."""
+
+    def __init__(self, *args: object, inputs: tuple[str, ...] = (),
+                 model_inputs: list[tuple[str, tuple[int | None, ...], str]] | None = None,
+                 **keywords: Keyword) -> None:
+        self.inputs = tuple(inputs)
+        #: Every input ``(name, dims, dtype)``, a dynamic dim as None.
+        self.model_inputs = list(model_inputs or [])
+        super().__init__(*args, **keywords)
+
+
+class SpecializationLimitError(HeteroError):
+    """An executable that compiles once per input shape or operand value met more distinct
+    ones than its bound allows."""
+
+
 class ShapeError(HeteroError):
     """Shapes or dtypes of an op's inputs do not fit together."""
 

@@ -42,7 +42,9 @@ from hetero.core.runtime.executable import (
 )
 from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
-from hetero.errors import Keyword, OperandInputError, PluginError, UnsupportedOpError
+from hetero.errors import (
+    DynamicInputError, InputError, Keyword, OperandInputError, PluginError, UnsupportedOpError,
+)
 
 #: The backend that takes every op, and whatever the targets refuse or fail to compile.
 FALLBACK = "llvm_cpu"
@@ -60,8 +62,9 @@ def compile_model(
     overrides: Mapping[str, str] | None = None,
     strict: bool = False,
     min_ratio: float = DEFAULT_MIN_RATIO,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, Sequence[int]]] | None = None,
     input_values: Mapping[str, Any] | None = None,
+    max_specializations: int | None = None,
     passes: Sequence[str] | None = None,
     dump: str | os.PathLike[str] | None = None,
     cache: str | os.PathLike[str] | None = None,
@@ -86,10 +89,15 @@ def compile_model(
     ops before partitioning; a model that arrives quantised (QDQ) gets the same.
 
     ``input_values`` binds inputs to values (``{"axes": [1]}``), compiled in as
-    constants. A model that computes an operand hetero compiles as a constant (axes,
-    pads, a shape, ``k``) from inputs left unbound gets a
+    constants. A model with dynamic dimensions that ``input_shapes`` leaves open, or
+    that computes an operand hetero compiles as a constant (axes, pads, a shape, ``k``)
+    from inputs left unbound, gets a
     :class:`~hetero.core.runtime.specialize.SpecializingExecutable`: it compiles at the
-    first run with each distinct value of those inputs and keeps the last few.
+    first run with each distinct input shape and operand value, at most
+    ``max_specializations`` of them (8 by default; past that a run is a
+    :class:`~hetero.errors.SpecializationLimitError`). ``input_shapes`` given as a list
+    of mappings compiles each of those shapes ahead of time (a batch-1 and a batch-8
+    build in one executable).
 
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes and the
@@ -106,18 +114,27 @@ def compile_model(
     if isinstance(model, Graph):
         graph = model
     else:
+        ahead = None if input_shapes is None or isinstance(input_shapes, Mapping) else list(input_shapes)
         try:
-            graph = load_onnx(model, input_shapes, input_values=input_values)
-        except OperandInputError as exc:
+            graph = load_onnx(model, None if ahead is not None else input_shapes, input_values=input_values)
+            if ahead is not None:
+                raise InputError(f"{{shapes}} gives several shapes, but model {_model_name(model)} "
+                                 "has none dynamic; give one mapping", shapes=Keyword("input_shapes"))
+        except (DynamicInputError, OperandInputError) as exc:
             settings = dict(policy=policy, overrides=overrides, strict=strict, min_ratio=min_ratio,
                             passes=passes, dump=dump, cache=cache, quantize=quantize,
                             calibration_method=calibration_method, **options)
+            fixed = dict(input_shapes) if isinstance(input_shapes, Mapping) else {}
 
-            def build(values: Mapping[str, Any]) -> Executable:
-                bound = load_onnx(model, input_shapes, input_values={**(input_values or {}), **values})
+            def build(shapes: Mapping[str, Sequence[int]], values: Mapping[str, Any]) -> Executable:
+                bound = load_onnx(model, {**fixed, **shapes} or None,
+                                  input_values={**(input_values or {}), **values})
                 return compile_model(bound, targets, **settings)
 
-            return SpecializingExecutable(_model_name(model), exc, build)
+            exe = SpecializingExecutable(_model_name(model), exc, build, max_specializations)
+            for shapes in ahead or ():
+                exe.prepare(shapes)
+            return exe
     with progress.stage("optimise"):
         graph = optimize(graph, passes)
     names = [targets] if isinstance(targets, str) else list(targets)

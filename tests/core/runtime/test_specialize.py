@@ -8,9 +8,10 @@ from onnx import TensorProto, helper
 import pytest
 
 import hetero
-from hetero.core.runtime import specialize
 from hetero.core.runtime.specialize import SpecializingExecutable
-from hetero.errors import DynamicShapeError, HeteroError, InputError, OperandInputError
+from hetero.errors import (
+    DynamicShapeError, HeteroError, InputError, OperandInputError, SpecializationLimitError,
+)
 
 vi = helper.make_tensor_value_info
 
@@ -37,16 +38,18 @@ def test_operand_from_an_input_compiles_once_per_value() -> None:
         np.testing.assert_array_equal(y, x.sum(axis=axis))
     assert exe.compiled == 2  # the repeated values reused their executables
     assert exe.interface.outputs[0][1] == (4,)  # the shape of the last run's output
-    assert "specialised on input(s) axes; 2 compile(s)" in exe.report()
+    assert "specialised on the values of axes; 2 compile(s)" in exe.report()
 
 
-def test_specialisations_are_bounded_least_recently_used_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(specialize, "MAX_SPECIALIZATIONS", 1)
-    exe = hetero.compile(_reduce_sum())
+def test_a_run_past_the_specialisation_bound_is_a_clear_error() -> None:
+    exe = hetero.compile(_reduce_sum(), max_specializations=2)
     x = np.ones((3, 4), np.float32)
     for axis in (0, 1, 0):
         exe.run({"x": x, "axes": np.array([axis])})
-    assert exe.compiled == 3  # axis 0 was dropped when axis 1 came, so it compiled again
+    assert exe.compiled == 2
+    with pytest.raises(SpecializationLimitError, match="compiled for 2 distinct values of axes") as info:
+        exe.run({"x": x, "axes": np.array([-1])})
+    assert "max_specializations=4" in str(info.value)
 
 
 def test_operands_behind_further_inputs_join_the_key() -> None:

@@ -19,7 +19,8 @@ from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS, check_element
 from hetero.core.frontend.onnx.loader import Source, reason
 from hetero.core.ir.types import TensorType, as_dtype
 from hetero.errors import (
-    DynamicShapeError, HeteroError, InputError, Keyword, ModelLoadError, did_you_mean,
+    DynamicInputError, DynamicShapeError, HeteroError, InputError, Keyword, ModelLoadError,
+    did_you_mean,
 )
 
 
@@ -65,6 +66,16 @@ def resolve_input_shapes(
                 f"{{shapes}} names {name!r}, which is not an input of model "
                 f"{source.name}{did_you_mean(name, names)}; its inputs are {names}",
                 shapes=Keyword("input_shapes"))
+    dynamic = [info for info in inputs if info.name not in given and _dynamic_dims(info)]
+    if dynamic and all(_declared_rank(info) is not None for info in inputs):
+        names = [info.name for info in dynamic]
+        listed = "; ".join(_dynamic_labels(info) for info in dynamic)
+        raise DynamicInputError(
+            f"model {source.name}: {listed}; fix them with "
+            "{shapes}, or run the model through hetero.compile, which compiles once per input "
+            "shape", inputs=tuple(names),
+            model_inputs=[(info.name, tuple(_dims(info)), _dtype_of(source, info)) for info in inputs],
+            shapes=Keyword("input_shapes", key=names[0], function="load_onnx"))
     types: dict[str, TensorType] = {}
     for info in inputs:
         types[info.name] = _input_type(source, info, given.get(info.name))
@@ -79,6 +90,37 @@ def resolve_input_shapes(
             for dim in info.type.tensor_type.shape.dim:
                 dim.Clear()
     return types
+
+
+def _declared_rank(info: onnx.ValueInfoProto) -> int | None:
+    if info.type.WhichOneof("value") != "tensor_type" or not info.type.tensor_type.HasField("shape"):
+        return None
+    return len(info.type.tensor_type.shape.dim)
+
+
+def _dims(info: onnx.ValueInfoProto) -> list[int | None]:
+    """The declared dims, a dynamic one as None (a rank must be declared)."""
+    return [d.dim_value if d.HasField("dim_value") else None for d in info.type.tensor_type.shape.dim]
+
+
+def _dynamic_dims(info: onnx.ValueInfoProto) -> bool:
+    return _declared_rank(info) is not None and None in _dims(info)
+
+
+def _dynamic_labels(info: onnx.ValueInfoProto) -> str:
+    """``input 'x': dimension 0 is dynamic ('batch')``, every dynamic dim of ``info``."""
+    dims = [(i, d) for i, d in enumerate(info.type.tensor_type.shape.dim) if not d.HasField("dim_value")]
+    said = ", ".join(f"dimension {i} is dynamic ({repr(d.dim_param) if d.dim_param else 'of unknown size'})"
+                     for i, d in dims)
+    return f"input {info.name!r}: {said}"
+
+
+def _dtype_of(source: Source, info: onnx.ValueInfoProto) -> str:
+    dtype = numpy_dtype(info.type.tensor_type.elem_type)
+    if dtype is None:
+        raise ModelLoadError(f"model {source.name}: input {info.name!r} has element type "
+                             f"{dtype_name(info.type.tensor_type.elem_type)}, which hetero does not support")
+    return dtype.name
 
 
 def _set_shape(info: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
