@@ -65,6 +65,8 @@ class ModelContext:
         self.graph = graph
         #: The default domain's version the nodes are read at.
         self.opset = opset
+        #: How deep the node being translated sits in inlined If branches.
+        self.if_depth = 0
         self.model_name = model_name
         self.max_elements = max_elements
         #: ONNX value name -> the canonical value that holds it.

@@ -35,6 +35,7 @@ from hetero.core.frontend.onnx import (  # noqa: F401
 from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
 from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx import translate_signal  # noqa: F401
+from hetero.core.frontend.onnx import translate_control  # noqa: F401
 from hetero.core.frontend.onnx.bind import bind_input_values
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext

@@ -144,6 +144,16 @@ def cast(ctx: NodeContext) -> None:
     ctx.emit("Cast", [ctx.input(0)], attrs)
 
 
+@translates("CastLike")
+def cast_like(ctx: NodeContext) -> None:
+    """CastLike: a Cast to its second input's dtype (onnx's function body, as one node, so
+    that it also imports where bodies are not expanded: inside an If's branch)."""
+    attrs = {"to": ctx.input(1).dtype, "saturate": int(ctx.attr("saturate", 1))}
+    if ctx.has_attr("round_mode"):
+        attrs["round_mode"] = ctx.attr("round_mode")
+    ctx.emit("Cast", [ctx.input(0)], attrs)
+
+
 @translates("Dropout")
 def dropout(ctx: NodeContext) -> None:
     """Dropout in inference mode, or in training mode with ratio 0: the identity, whose
