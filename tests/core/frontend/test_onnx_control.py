@@ -92,3 +92,77 @@ def test_an_op_hetero_lacks_inside_a_branch_is_named() -> None:
     then.g.node[0].op_type = "Unique"
     with pytest.raises(UnsupportedOpError, match="its then_branch uses Unique"):
         hetero.load_onnx(model)
+
+
+def _scan_model(reverse: int, out_axis: int) -> onnx.ModelProto:
+    """Scan: a running sum over x's axis 1 (reverse when asked), its partial sums stacked."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc", "row"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["partial"])], "body",
+        [vi("acc", TensorProto.FLOAT, [3]), vi("row", TensorProto.FLOAT, [3])],
+        [vi("acc_out", TensorProto.FLOAT, [3]), vi("partial", TensorProto.FLOAT, [3])])
+    node = helper.make_node("Scan", ["init", "x"], ["total", "partials"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[1], scan_input_directions=[reverse],
+                            scan_output_axes=[out_axis])
+    out_shape = [4, 3] if out_axis == 0 else [3, 4]
+    graph = helper.make_graph([node], "scan", [vi("init", TensorProto.FLOAT, [3]),
+                                               vi("x", TensorProto.FLOAT, [3, 4])],
+                              [vi("total", TensorProto.FLOAT, [3]), vi("partials", TensorProto.FLOAT, out_shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("reverse, out_axis", [(0, 0), (1, 1)])
+def test_scan_unrolls_over_its_static_length(reverse: int, out_axis: int) -> None:
+    model = _scan_model(reverse, out_axis)
+    feeds = {"init": np.ones(3, np.float32), "x": np.arange(12, dtype=np.float32).reshape(3, 4)}
+    got = hetero.compile(model).run(feeds)
+    for name, want in zip(("total", "partials"), run_model(model, feeds)):
+        np.testing.assert_array_equal(got[name], want)
+
+
+def _loop_model(cond_from_data: bool = False) -> onnx.ModelProto:
+    """Loop M times: s = s * 2 + i, each iteration's s stacked as a scan output."""
+    body_nodes = [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["s", "two"], ["doubled"]),
+                  helper.make_node("Add", ["doubled", "fi"], ["s_out"]),
+                  helper.make_node("Identity", ["s_out"], ["each"])]
+    if cond_from_data:  # keep going while the state stays below 100: decided by data
+        body_nodes += [helper.make_node("ReduceMax", ["s_out"], ["peak"], keepdims=0),
+                       helper.make_node("Less", ["peak", "hundred"], ["cond_out"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = helper.make_graph(
+        body_nodes, "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("s", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("s_out", TensorProto.FLOAT, [2]),
+         vi("each", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+         numpy_helper.from_array(np.array(100.0, np.float32), "hundred")])
+    node = helper.make_node("Loop", ["M", "cond", "s0"], ["s_final", "all"], body=body)
+    graph = helper.make_graph([node], "loop", [vi("s0", TensorProto.FLOAT, [2]), vi("M", TensorProto.INT64, [])],
+                              [vi("s_final", TensorProto.FLOAT, [2]), vi("all", TensorProto.FLOAT, ["T", 2])],
+                              [numpy_helper.from_array(np.array(True), "cond")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_loop_with_a_trip_count_unrolls_and_specialises_on_it() -> None:
+    model = _loop_model()
+    exe = hetero.compile(model)
+    for trips in (3, 5):
+        feeds = {"s0": np.array([1.0, -1.0], np.float32), "M": np.array(trips, np.int64)}
+        got = exe.run(feeds)
+        for name, want in zip(("s_final", "all"), run_model(model, feeds)):
+            np.testing.assert_array_equal(got[name], want)
+    assert exe.specialized_on == ("M",)
+
+
+def test_a_loop_that_stops_on_data_is_refused_clearly() -> None:
+    with pytest.raises(UnsupportedOpError, match="whether its body runs again depends on data"):
+        hetero.load_onnx(_loop_model(cond_from_data=True), input_values={"M": 5})
+
+
+def test_an_unrolled_loop_is_bounded() -> None:
+    from hetero.core.frontend.onnx.translate_control import MAX_UNROLLED_NODES
+
+    with pytest.raises(UnsupportedOpError, match=f"more than the {MAX_UNROLLED_NODES} nodes hetero unrolls"):
+        hetero.load_onnx(_loop_model(), input_values={"M": MAX_UNROLLED_NODES})

@@ -60,11 +60,12 @@ class ModelContext:
 
     def __init__(
         self, graph: Graph, model: onnx.ModelProto, model_name: str, max_elements: int,
-        opset: int = 13,
+        opset: int = 13, exported_opset: int | None = None,
     ) -> None:
         self.graph = graph
-        #: The default domain's version the nodes are read at.
+        #: The default domain's version the nodes are read at, and the model's own.
         self.opset = opset
+        self.exported_opset = opset if exported_opset is None else exported_opset
         #: How deep the node being translated sits in inlined If branches.
         self.if_depth = 0
         self.model_name = model_name

@@ -94,7 +94,7 @@ def load_onnx(
     source.expansions = expand_functions(source, max(version, UPGRADE_TO),
                                          {**input_types, **onnx_types}, TRANSLATORS)
     try:
-        ctx = translate(source, input_types, max_elements, max(version, UPGRADE_TO))
+        ctx = translate(source, input_types, max_elements, max(version, UPGRADE_TO), version)
     except OperandInputError as exc:
         exc.model_inputs = [(info.name, input_types[info.name].shape, input_types[info.name].dtype.name)
                             for info in graph_inputs(source)]
@@ -138,16 +138,18 @@ def check_supported(source: Source, opset: int) -> None:
 
 def translate(
     source: Source, input_types: Mapping[str, TensorType], max_elements: int,
-    opset: int = UPGRADE_TO,
+    opset: int = UPGRADE_TO, exported_opset: int | None = None,
 ) -> ModelContext:
     """Build the canonical graph: inputs, initializers as constants, then each node.
 
     ``opset`` is the default domain's version the nodes are read at (the model's, or
     13 for an older model upgraded to it): a translator asks it where an attribute's
-    default changed between versions."""
+    default changed between versions; ``exported_opset`` the model's own, before any
+    upgrade (for meanings onnx's version converter does not carry over)."""
     onnx_graph = source.model.graph
     name = onnx_graph.name or os.path.splitext(source.name)[0]
-    ctx = ModelContext(Graph(name), source.model, source.name, max_elements, opset)
+    ctx = ModelContext(Graph(name), source.model, source.name, max_elements, opset,
+                       opset if exported_opset is None else exported_opset)
     for info in graph_inputs(source):
         t = input_types[info.name]
         ctx.values[info.name] = ctx.graph.add_input(info.name, t.shape, t.dtype)

@@ -123,7 +123,7 @@ def unsupported_ops(node: onnx.NodeProto, opset: int, translated: Iterable[str],
     missing: set[str] = set()
     for inner in body.node:
         missing |= unsupported_ops(inner, opset, translated, depth + 1)
-    if _control_flow(body.node):
+    if _control_flow([n for n in body.node if n.op_type not in translated]):
         missing.add(key)
     return missing
 
@@ -248,7 +248,7 @@ class _Expander:
         if missing:
             raise _Refused(f"its onnx function body uses {', '.join(missing)}, which hetero "
                            "does not support")
-        if _control_flow(result):
+        if _control_flow([n for n in result if n.op_type not in self.translated]):
             raise _Refused("its onnx function body holds a subgraph (control flow), which "
                            "hetero does not import")
         return result
@@ -341,6 +341,10 @@ class _Expander:
             inner.name = self.fresh(f"{base}/{inner.op_type}")
             inner.input[:] = [rename(v) for v in inner.input]
             inner.output[:] = [rename(v) for v in inner.output]
+            for attr in inner.attribute:  # a Scan or If body reads the body's values by name
+                for graph in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                              list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
+                    _rename_reads(graph, names)
         return body
 
     def _described(self, inputs: list[str]) -> str:
@@ -375,6 +379,22 @@ def _apply_defaults(node: onnx.NodeProto, schema: onnx.defs.OpSchema | None) -> 
             copy.CopyFrom(default)
             copy.name = name
             node.attribute.append(copy)
+
+
+def _rename_reads(graph: onnx.GraphProto, names: Mapping[str, str]) -> None:
+    """Rename, in ``graph`` and the graphs nested in it, every read of an outer value
+    that ``names`` renames (a subgraph's own values keep their names)."""
+    own = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {
+        o for n in graph.node for o in n.output}
+    for node in graph.node:
+        node.input[:] = [names.get(v, v) if v not in own else v for v in node.input]
+        for attr in node.attribute:
+            for inner in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                          list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
+                _rename_reads(inner, {k: v for k, v in names.items() if k not in own})
+    for out in graph.output:
+        if out.name not in own:
+            out.name = names.get(out.name, out.name)
 
 
 def _control_flow(nodes: Iterable[onnx.NodeProto]) -> bool:

@@ -1,4 +1,4 @@
-"""Control flow whose decision is known at import: an If with a constant condition.
+"""Control flow whose decisions are known at import: If, and Loop and Scan unrolled.
 
 An ``If`` whose condition folds (a constant, or shapes hetero knows, as exporters'
 ``If(Equal(Shape(x)[0], 1))``) is inlined: the chosen branch's nodes are translated in
@@ -6,16 +6,26 @@ place, reading the outer graph's values by name as ONNX scoping says, and the br
 outputs become the If's. A condition computed from a small graph input is an operand
 like any other (:class:`~hetero.errors.OperandInputError`): ``hetero.compile``
 specialises on its value. Nested Ifs inline the same way, at most :data:`MAX_NESTING`
-deep. An If decided only by data, Loop and Scan are not imported yet.
+deep.
+
+A Scan runs as many times as its scan inputs are long, and a Loop as its trip count
+says, with a continuation condition that folds each time: both are unrolled, each
+iteration's body translated with its inputs bound (Scan's slices by a Gather, states
+carried over), and their scan outputs stacked by an Unsqueeze and a Concat. The
+unrolled graph is bounded (:data:`MAX_UNROLLED_NODES`). Control flow decided by data
+(an If on a computed tensor, a Loop that stops on one) is not imported yet: running it
+on the host is the next step.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import numpy_helper
 
 from hetero.core.frontend.onnx.context import TRANSLATORS, NodeContext, translates
 from hetero.core.frontend.onnx.loader import node_label
+from hetero.core.ir.graph import Value
 
 #: How deep Ifs may nest inside one another's branches.
 MAX_NESTING = 8
@@ -56,3 +66,149 @@ def if_(ctx: NodeContext) -> None:
                                   f"({node_label(ctx.node)} is malformed)")
         # An Identity carries the If's output name (the rewrite passes keep it, drop the node).
         ctx.emit_output(i, "Identity", [model.values[out.name]])
+
+
+#: The most body nodes a Loop or Scan may unroll into (iterations times body size).
+MAX_UNROLLED_NODES = 20_000
+
+
+def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str, Value],
+                    iteration: int, what: str) -> list[Value]:
+    """Translate one iteration of ``body`` with its inputs bound to ``bindings``; the
+    values of its outputs.
+
+    Body nodes read the outer graph's values and their own by ONNX name: each
+    iteration's values are bound to those names as it is translated, and the canonical
+    values get fresh names (``name@k``), since every iteration adds its own nodes.
+    """
+    model = ctx.model
+    missing = sorted({n.op_type for n in body.node if n.op_type not in TRANSLATORS})
+    if missing:
+        raise ctx.unsupported(f"its {what} uses {', '.join(missing)}, which hetero does not import "
+                              "inside a body")
+    for name, value in bindings.items():
+        model.values[name] = value
+    if iteration == 0:
+        for tensor in body.initializer:
+            model.values[tensor.name] = model.graph.add_constant(numpy_helper.to_array(tensor),
+                                                                 model.fresh(tensor.name))
+        model.read |= {name for n in body.node for name in n.input} | {o.name for o in body.output}
+    for node in body.node:
+        renamed = onnx.NodeProto()
+        renamed.CopyFrom(node)
+        del renamed.output[:]
+        fresh = [model.fresh(f"{o}@{iteration}") if o else "" for o in node.output]
+        renamed.output.extend(fresh)
+        model.read |= {new for old, new in zip(node.output, fresh) if old in model.read}
+        TRANSLATORS[node.op_type](NodeContext(model, renamed))
+        for old, new in zip(node.output, fresh):
+            if new and new in model.values:
+                model.values[old] = model.values[new]
+    outputs = []
+    for out in body.output:
+        if out.name not in model.values:
+            raise ctx.unsupported(f"its {what}'s output {out.name!r} is computed by no node")
+        outputs.append(model.values[out.name])
+    return outputs
+
+
+def _check_unroll(ctx: NodeContext, body: onnx.GraphProto, iterations: int) -> None:
+    if iterations * max(1, len(body.node)) > MAX_UNROLLED_NODES:
+        raise ctx.unsupported(
+            f"it runs its body of {len(body.node)} node(s) {iterations} times, more than the "
+            f"{MAX_UNROLLED_NODES} nodes hetero unrolls; hetero does not run control flow at "
+            "run time yet")
+
+
+def _stack(ctx: NodeContext, parts: list[Value], axis: int, tag: str) -> Value:
+    """``parts`` stacked along a new ``axis`` (an Unsqueeze each, then one Concat)."""
+    rank = parts[0].type.rank + 1
+    axis = axis % rank
+    grown = [ctx.add("Unsqueeze", [p], {"axes": [axis]}, f"{tag}_{k}") for k, p in enumerate(parts)]
+    return grown[0] if len(grown) == 1 else ctx.add("Concat", grown, {"axis": axis}, tag)
+
+
+@translates("Scan")
+def scan(ctx: NodeContext) -> None:
+    """Scan (opset 9 and newer), unrolled over its scan inputs' static length."""
+    if ctx.model.exported_opset < 9:  # the version converter leaves Scan-8's meaning
+        raise ctx.unsupported("Scan before opset 9 (with a batch axis and sequence_lens) is not "
+                              "imported; re-export the model at opset 9 or newer")
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    inputs = ctx.inputs()
+    n = len(inputs) - m
+    states, sequences = inputs[:n], inputs[n:]
+    in_axes = ctx.attr("scan_input_axes", [0] * m)
+    in_dirs = ctx.attr("scan_input_directions", [0] * m)
+    k_out = len(body.output) - n
+    out_axes = ctx.attr("scan_output_axes", [0] * k_out)
+    out_dirs = ctx.attr("scan_output_directions", [0] * k_out)
+    lengths = {s.shape[a % s.type.rank] for s, a in zip(sequences, in_axes)}
+    if len(lengths) != 1:
+        raise ctx.unsupported(f"its scan inputs have different lengths {sorted(lengths)}")
+    (length,) = lengths
+    if length == 0:
+        raise ctx.unsupported("its scan inputs are empty; hetero does not unroll zero iterations")
+    _check_unroll(ctx, body, length)
+    names = [i.name for i in body.input]
+    collected: list[list[Value]] = [[] for _ in range(k_out)]
+    for step in range(length):
+        slices = []
+        for j, (seq, axis, reverse) in enumerate(zip(sequences, in_axes, in_dirs)):
+            at = length - 1 - step if reverse else step
+            index = ctx.constant(np.array(at, np.int64), f"scan_index_{j}_{step}")
+            slices.append(ctx.add("Gather", [seq, index], {"axis": axis % seq.type.rank}, f"slice_{j}_{step}"))
+        outs = _translate_body(ctx, body, dict(zip(names, [*states, *slices])), step, "body")
+        states = outs[:n]
+        for j, value in enumerate(outs[n:]):
+            collected[j].append(value)
+    results = list(states)
+    for j, parts in enumerate(collected):
+        if out_dirs[j]:
+            parts = parts[::-1]
+        results.append(_stack(ctx, parts, out_axes[j], f"scan_out_{j}"))
+    for i, value in enumerate(results):
+        if i < ctx.num_outputs and ctx.node.output[i]:
+            ctx.emit_output(i, "Identity", [value])
+
+
+@translates("Loop")
+def loop(ctx: NodeContext) -> None:
+    """Loop with a trip count and continuation hetero knows at import (or specialises on),
+    unrolled; its scan outputs stacked along a new first axis."""
+    body = ctx.attr("body")
+    trips = ctx.static(0, "M")
+    cond = ctx.static(1, "cond")
+    limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
+    going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+    if limit is None:
+        raise ctx.unsupported("it has no trip count, so how often it runs depends on data; "
+                              "hetero does not run control flow at run time yet")
+    _check_unroll(ctx, body, limit)
+    states = [ctx.input(i) for i in range(2, len(ctx.node.input))]
+    n = len(states)
+    names = [i.name for i in body.input]
+    collected: list[list[Value]] = [[] for _ in range(len(body.output) - 1 - n)]
+    step = 0
+    while going and step < limit:
+        counter = ctx.constant(np.array(step, np.int64), f"loop_iteration_{step}")
+        flag = ctx.constant(np.array(going), f"loop_cond_{step}")
+        outs = _translate_body(ctx, body, dict(zip(names, [counter, flag, *states])), step, "body")
+        keep = ctx.model.evaluate(outs[0], f"{ctx.label}: its body's condition")
+        if keep is None:
+            raise ctx.unsupported("whether its body runs again depends on data; hetero does not "
+                                  "run control flow at run time yet")
+        going = bool(np.asarray(keep).reshape(-1)[0])
+        states = outs[1:1 + n]
+        for j, value in enumerate(outs[1 + n:]):
+            collected[j].append(value)
+        step += 1
+    results = list(states)
+    for j, parts in enumerate(collected):
+        if not parts:
+            raise ctx.unsupported("it runs zero times, and hetero cannot type its empty scan outputs")
+        results.append(_stack(ctx, parts, 0, f"loop_out_{j}"))
+    for i, value in enumerate(results):
+        if i < ctx.num_outputs and ctx.node.output[i]:
+            ctx.emit_output(i, "Identity", [value])
