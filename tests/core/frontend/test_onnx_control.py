@@ -166,3 +166,23 @@ def test_an_unrolled_loop_is_bounded() -> None:
 
     with pytest.raises(UnsupportedOpError, match=f"more than the {MAX_UNROLLED_NODES} nodes hetero unrolls"):
         hetero.load_onnx(_loop_model(), input_values={"M": MAX_UNROLLED_NODES})
+
+
+def test_an_if_inside_a_loop_body_inlines_in_every_iteration() -> None:
+    # Loop 3 times: s = If(true) then Relu(s) - 1 ... each iteration's If adds its own nodes.
+    then = helper.make_graph([helper.make_node("Sub", ["s", "one"], ["t"])], "then", [],
+                             [vi("t", TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Add", ["s", "one"], ["e"])], "else", [],
+                              [vi("e", TensorProto.FLOAT, [2])])
+    body = helper.make_graph(
+        [helper.make_node("If", ["yes"], ["s_out"], then_branch=then, else_branch=other),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("s", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("s_out", TensorProto.FLOAT, [2])],
+        [numpy_helper.from_array(np.array(True), "yes"), numpy_helper.from_array(np.array(1.0, np.float32), "one")])
+    graph = helper.make_graph([helper.make_node("Loop", ["M", "", "s0"], ["y"], body=body)], "m",
+                              [vi("s0", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])],
+                              [numpy_helper.from_array(np.array(3, np.int64), "M")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    feeds = {"s0": np.array([5.0, -5.0], np.float32)}
+    np.testing.assert_array_equal(hetero.compile(model).run(feeds)["y"], run_model(model, feeds)[0])

@@ -24,7 +24,6 @@ import onnx
 from onnx import numpy_helper
 
 from hetero.core.frontend.onnx.context import TRANSLATORS, NodeContext, translates
-from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.ir.graph import Value
 
 #: How deep Ifs may nest inside one another's branches.
@@ -41,31 +40,19 @@ def if_(ctx: NodeContext) -> None:
     depth = model.if_depth
     if depth >= MAX_NESTING:
         raise ctx.unsupported(f"Ifs nest more than {MAX_NESTING} deep; flatten the model's control flow")
-    missing = sorted({n.op_type for n in branch.node if n.op_type not in TRANSLATORS})
-    if missing:
-        raise ctx.unsupported(f"its {chosen} uses {', '.join(missing)}, which hetero does not "
-                              "import inside a branch")
     if len(branch.output) != ctx.num_outputs:
         raise ctx.unsupported(f"its {chosen} has {len(branch.output)} outputs for the If's "
                               f"{ctx.num_outputs}; the model is malformed")
-    for tensor in branch.initializer:
-        model.values[tensor.name] = model.graph.add_constant(numpy_helper.to_array(tensor), tensor.name)
-    # Values the branch reads count as read (a translator asks whether its outputs are).
-    model.read |= {name for n in branch.node for name in n.input} | {o.name for o in branch.output}
     model.if_depth = depth + 1
     try:
-        for node in branch.node:
-            TRANSLATORS[node.op_type](NodeContext(model, node))
+        # As a Loop body is: fresh value names, the branch read by ONNX scoping.
+        values = _translate_body(ctx, branch, {}, 0, chosen)
     finally:
         model.if_depth = depth
-    for i, (name, out) in enumerate(zip(ctx.node.output, branch.output)):
-        if not name:
-            continue
-        if out.name not in model.values:
-            raise ctx.unsupported(f"its {chosen}'s output {out.name!r} is computed by no node "
-                                  f"({node_label(ctx.node)} is malformed)")
-        # An Identity carries the If's output name (the rewrite passes keep it, drop the node).
-        ctx.emit_output(i, "Identity", [model.values[out.name]])
+    for i, (name, value) in enumerate(zip(ctx.node.output, values)):
+        if name:
+            # An Identity carries the If's output name (the rewrite passes keep it, drop the node).
+            ctx.emit_output(i, "Identity", [value])
 
 
 #: The most body nodes a Loop or Scan may unroll into (iterations times body size).
@@ -85,7 +72,7 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
     missing = sorted({n.op_type for n in body.node if n.op_type not in TRANSLATORS})
     if missing:
         raise ctx.unsupported(f"its {what} uses {', '.join(missing)}, which hetero does not import "
-                              "inside a body")
+                              "inside a subgraph")
     for name, value in bindings.items():
         model.values[name] = value
     if iteration == 0:
