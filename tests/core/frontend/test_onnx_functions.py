@@ -91,7 +91,9 @@ def test_mean_variance_normalization_is_its_function_body(opset: int, axes: list
 
 @pytest.mark.parametrize("saturate", [None, 0, 1])
 @pytest.mark.parametrize("to", [np.float64, np.int32, np.float16])
-def test_cast_like_is_a_cast(to: type, saturate: int | None) -> None:
+def test_cast_like_is_a_cast(to: type, saturate: int | None, without_translators) -> None:
+    # Its function body (hetero translates CastLike itself too; that is tested below).
+    without_translators("CastLike")
     attrs = {} if saturate is None else {"saturate": saturate}
     node = helper.make_node("CastLike", ["x", "like"], ["y"], name="cl", **attrs)
     feeds = {"x": (rng.standard_normal((3, 4)) * 100).astype(np.float32),
@@ -99,6 +101,14 @@ def test_cast_like_is_a_cast(to: type, saturate: int | None) -> None:
     graph = check([node], feeds, opset=21)
     assert ops(graph) == ["Cast"]
     assert graph.nodes[0].name == "cl/Cast"
+
+
+@pytest.mark.parametrize("to", [np.float64, np.int32, np.float16])
+def test_cast_like_translates_to_one_cast(to: type) -> None:
+    node = helper.make_node("CastLike", ["x", "like"], ["y"], name="cl")
+    feeds = {"x": (rng.standard_normal((3, 4)) * 100).astype(np.float32), "like": np.zeros([1], to)}
+    graph = check([node], feeds, opset=21)
+    assert ops(graph) == ["Cast"] and graph.nodes[0].attrs["to"] == np.dtype(to)
 
 
 def test_swish_is_its_function_body(without_translators) -> None:
@@ -176,7 +186,7 @@ def test_a_body_of_unsupported_ops_is_named_before_shapes(without_translators) -
 
 def test_a_context_dependent_body_of_unsupported_ops(without_translators) -> None:
     # CastLike's body depends on its input types, so it is judged after shape inference.
-    without_translators("Cast")
+    without_translators("Cast", "CastLike")
     nodes = [helper.make_node("CastLike", ["x", "like"], ["y"], name="cl_1"),
              helper.make_node("CastLike", ["y", "x"], ["z"], name="cl_2")]
     model = model_of(nodes, {"x": np.zeros(3, np.float32), "like": np.zeros(1, np.int32)},
