@@ -15,6 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from hetero.core.ir.types import is_float
+
 T = TypeVar("T")
 
 FLOATS = ("float32", "float16", "bfloat16")
@@ -246,5 +248,6 @@ def with_nan(d: Draw, x: np.ndarray) -> np.ndarray:
 
 
 def exact_or(dtype: np.dtype, tolerance: Callable[[], Tolerance]) -> Tolerance:
-    """:data:`EXACT` for integer and bool dtypes, else ``tolerance()``."""
-    return tolerance() if dtype.kind == "f" else EXACT
+    """:data:`EXACT` for integer and bool dtypes, else ``tolerance()`` (bfloat16, whose
+    numpy kind is not ``"f"``, among the floats)."""
+    return tolerance() if is_float(dtype) else EXACT

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.ir.types import is_float
 from hetero.errors import InputError
 from hetero.testing.cases_base import (
     ALL,
@@ -68,7 +69,7 @@ def _reduction(d: Draw, dtype: np.dtype) -> str:
 
 
 def _updates(d: Draw, shape_: tuple[int, ...], dtype: np.dtype, reduction: str) -> np.ndarray:
-    if reduction == "mul" and dtype.kind == "f":
+    if reduction == "mul" and is_float(dtype):
         return np.asarray(d.rng.uniform(0.5, 2.0, shape_) * d.rng.choice((-1, 1), shape_)).astype(dtype)
     return values(d, shape_, dtype, small=reduction == "mul")
 

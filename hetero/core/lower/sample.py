@@ -116,7 +116,8 @@ def _axis_tables(grid: Tensor, d: int, n: int, attrs: dict[str, Any], acc: np.dt
     sp = grid.shape[:-1]
 
     def coordinate(i: Indices) -> Expr:
-        x = denormalize(cast(grid[tuple(i) + (rank - 1 - d,)], cdt), n, attrs["align_corners"])
+        x = denormalize(cast(grid[tuple(i) + (rank - 1 - d,)], cdt), n, attrs["align_corners"],
+                        fence=lambda v: call("fence", v))
         if mode == "nearest":
             x = call("round_even", x)
         x = _pad_coordinate(x, n, attrs)

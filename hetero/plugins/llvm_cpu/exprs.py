@@ -45,8 +45,11 @@ _VECTOR_MATH = frozenset({"tanh", "erf"})
 
 
 def is_scalar_call(e: Call) -> bool:
-    """Whether ``e`` renders as a C library call, which LLVM's loop vectorizer cannot widen."""
+    """Whether ``e`` renders as a call LLVM's loop vectorizer cannot widen (a C library
+    function, an arithmetic fence)."""
     dtype = e.args[0].dtype if e.args else e.dtype
+    if e.func == "fence":  # llvm.arithmetic.fence: LLVM's loop vectorizer does not widen it
+        return True
     if e.func not in _LIBM:
         return False
     return not (e.func in _VECTOR_MATH and dtype.kind == "f" and dtype.itemsize in (2, 4))
@@ -273,6 +276,8 @@ class ExprEmitter:
         return x if x.type == to else b.bitcast(x, to)
 
     def _float_call(self, func: str, x: ir.Value, dtype: np.dtype) -> ir.Value:
+        if func == "fence":  # LLVM may not contract a multiply and an add across it
+            return self.intrinsic("llvm.arithmetic.fence", [x])
         if func == "exp" and dtype.itemsize in (2, 4):
             # llvm.exp would be one expf call per lane (see vecmath); float16 via float32.
             f32 = ir.FloatType()

@@ -51,3 +51,17 @@ def test_roi_align_batch_index_out_of_range_is_refused_at_run_time() -> None:
              "batch_indices": np.array([0, 2, 1])}
     with pytest.raises(hetero.errors.InputError, match="out of range"):
         exe.run(feeds)
+
+
+def test_a_half_pixel_tie_rounds_as_the_reference_despite_fused_multiply_adds() -> None:
+    """(-1/3 + 1) * 3 - 1 rounds to just above 1.0 step by step, which a fused
+    multiply-add would not reproduce: the coordinate keeps the reference's roundings."""
+    g = Graph("gs")
+    x = g.add_input("X", (1, 1, 3, 1), "int8")
+    grid = g.add_input("grid", (1, 1, 4, 2), "float64")
+    g.set_outputs([g.add_node("GridSample", [x, grid], {"align_corners": 0, "mode": "nearest",
+                                                         "padding_mode": "zeros"}).output])
+    feeds = {"X": np.array([[[[-97], [58], [15]]]], np.int8),
+             "grid": np.array([[[[-0.5, -1.0], [-0.5, -0.5], [-0.5, -5 / 6], [-1.0, -1 / 3]]]])}
+    got = hetero.compile(g, targets=["llvm_cpu"]).run(feeds)
+    np.testing.assert_array_equal(got[g.outputs[0].name], hetero.run_reference(g, feeds)[g.outputs[0].name])

@@ -82,11 +82,15 @@ def bounds(n: int, align_corners: int) -> tuple[float, float]:
     return (0.0, n - 1.0) if align_corners else (-0.5, n - 0.5)
 
 
-def denormalize(g: Any, n: int, align_corners: int) -> Any:
-    """The pixel coordinate of normalised ``g`` along an axis of ``n`` (onnx's order)."""
+def denormalize(g: Any, n: int, align_corners: int, fence: Any = None) -> Any:
+    """The pixel coordinate of normalised ``g`` along an axis of ``n`` (onnx's order).
+
+    ``fence`` (the lowering's) keeps the product rounded before the subtraction, as the
+    reference rounds it: a fused multiply-add moves exact half-pixel ties."""
     if align_corners:
         return (g + 1.0) / 2.0 * float(n - 1)
-    return ((g + 1.0) * float(n) - 1.0) / 2.0
+    product = (g + 1.0) * float(n)
+    return ((product if fence is None else fence(product)) - 1.0) / 2.0
 
 
 def reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:

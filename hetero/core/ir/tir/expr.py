@@ -43,10 +43,13 @@ INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 #: Intrinsic functions every renderer provides. ``bitcast`` (built by :func:`bitcast`)
-#: reads its operand's bits as another dtype of the same width.
+#: reads its operand's bits as another dtype of the same width; ``fence`` is its float
+#: operand unchanged, rounded as computed: a renderer that fuses a multiply and an add
+#: must not fuse across it (where an op's reference rounds each step, as a coordinate
+#: that nearest sampling rounds).
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even",
               "expm1", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-              "asinh", "acosh", "atanh", "bitcast")
+              "asinh", "acosh", "atanh", "bitcast", "fence")
 
 ExprLike = Union["Expr", int, float, bool]
 
