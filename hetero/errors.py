@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 import difflib
 
 
@@ -131,6 +132,24 @@ class DynamicInputError(DynamicShapeError):
         self.inputs = tuple(inputs)
         #: Every input ``(name, dims, dtype)``, a dynamic dim as None.
         self.model_inputs = list(model_inputs or [])
+        super().__init__(*args, **keywords)
+
+
+class DataDependentError(DynamicShapeError):
+    """A node's output shape, or an operand hetero compiles in, depends on tensor values
+    only a run computes: NonZero's count, an If's condition, a Loop's stopping, a ``k``
+    computed from data. ``host`` says the node itself runs on the host (its output shape
+    follows the data); otherwise only its operand waits for the data, and the node is
+    compiled in a later stage specialised on that operand's value.
+
+    The importer raises one for the whole model, its ``split`` set (a
+    :class:`~hetero.core.frontend.onnx.stages.StageSplit`): :func:`hetero.compile`
+    answers it by compiling in stages (see :mod:`hetero.core.runtime.staged`)."""
+
+    def __init__(self, *args: object, host: bool = False, split: Any = None,
+                 **keywords: Keyword) -> None:
+        self.host = host
+        self.split = split
         super().__init__(*args, **keywords)
 
 

@@ -27,7 +27,7 @@ from hetero.core.frontend.onnx.loader import fresh_name, node_label
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.runtime.reference import run_node
 from hetero.errors import (
-    DynamicShapeError, Keyword, ModelLoadError, OperandInputError, TensorTooLargeError,
+    DataDependentError, DynamicShapeError, Keyword, ModelLoadError, OperandInputError, TensorTooLargeError,
     UnsupportedOpError,
 )
 
@@ -72,6 +72,9 @@ class ModelContext:
         self.max_elements = max_elements
         #: ONNX value name -> the canonical value that holds it.
         self.values: dict[str, Value] = {}
+        #: ONNX name of a sequence value -> the canonical values of its elements, in
+        #: order (sequences whose length is known at import are lists of tensors).
+        self.sequences: dict[str, list[Value]] = {}
         onnx_graph = model.graph
         self._taken = {v for n in onnx_graph.node for v in (*n.input, *n.output)}
         self._taken |= {v.name for v in (*onnx_graph.input, *onnx_graph.output)}
@@ -230,6 +233,12 @@ class NodeContext:
                     "hetero.compile, which compiles once per distinct value",
                     inputs=tuple(v.name for v in behind),
                     values=Keyword("input_values", key=behind[0].name))
+            if self.input(i).type.size <= SPECIALISE_MAX_ELEMENTS:
+                # Data decides it (a k from a count, a condition from a sum): the node
+                # waits for a later stage, compiled once per value of the operand.
+                raise DataDependentError(
+                    f"{where} is computed from tensor values at run time; hetero.compile "
+                    "compiles this node in a later stage, once per distinct value")
             source = (f"the model's input(s) {names}, too large to compile once per value "
                       f"(over {SPECIALISE_MAX_ELEMENTS} elements)" if behind
                       else "values no constant folds")

@@ -12,9 +12,15 @@ A Scan runs as many times as its scan inputs are long, and a Loop as its trip co
 says, with a continuation condition that folds each time: both are unrolled, each
 iteration's body translated with its inputs bound (Scan's slices by a Gather, states
 carried over), and their scan outputs stacked by an Unsqueeze and a Concat. The
-unrolled graph is bounded (:data:`MAX_UNROLLED_NODES`). Control flow decided by data
-(an If on a computed tensor, a Loop that stops on one) is not imported yet: running it
-on the host is the next step.
+unrolled graph is bounded (:data:`MAX_UNROLLED_NODES`).
+
+Control flow decided by data is staged (:mod:`hetero.core.runtime.staged`): an If on a
+computed condition waits for a later stage, compiled once per value of the condition
+(so its chosen branch is inlined there as above); a Loop whose trip count or stopping
+depends on data, one too long to unroll, and any control flow whose body holds a node
+that runs on the host (NonZero, say) raise :class:`~hetero.errors.DataDependentError`
+with ``host`` set: the runtime runs the node on the host and its bodies as compiled
+graphs.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from onnx import numpy_helper
 
 from hetero.core.frontend.onnx.context import TRANSLATORS, NodeContext, translates
 from hetero.core.ir.graph import Value
+from hetero.errors import DataDependentError
 
 #: How deep Ifs may nest inside one another's branches.
 MAX_NESTING = 8
@@ -87,7 +94,12 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
         fresh = [model.fresh(f"{o}@{iteration}") if o else "" for o in node.output]
         renamed.output.extend(fresh)
         model.read |= {new for old, new in zip(node.output, fresh) if old in model.read}
-        TRANSLATORS[node.op_type](NodeContext(model, renamed))
+        try:
+            TRANSLATORS[node.op_type](NodeContext(model, renamed))
+        except DataDependentError as exc:
+            # A later stage cannot take part of a body: the whole node runs on the host.
+            raise _on_host(ctx, f"its {what} holds {node.op_type} node {node.name or fresh[0]!r}, "
+                                f"which depends on data ({exc})") from None
         for old, new in zip(node.output, fresh):
             if new and new in model.values:
                 model.values[old] = model.values[new]
@@ -99,12 +111,17 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
     return outputs
 
 
+def _on_host(ctx: NodeContext, why: str) -> DataDependentError:
+    """The error that has the runtime run this control-flow node on the host."""
+    return DataDependentError(
+        f"model {ctx.model.model_name}: {ctx.label}: {why}; hetero.compile runs it on the host, "
+        "its body compiled", host=True)
+
+
 def _check_unroll(ctx: NodeContext, body: onnx.GraphProto, iterations: int) -> None:
     if iterations * max(1, len(body.node)) > MAX_UNROLLED_NODES:
-        raise ctx.unsupported(
-            f"it runs its body of {len(body.node)} node(s) {iterations} times, more than the "
-            f"{MAX_UNROLLED_NODES} nodes hetero unrolls; hetero does not run control flow at "
-            "run time yet")
+        raise _on_host(ctx, f"it runs its body of {len(body.node)} node(s) {iterations} times, more "
+                            f"than the {MAX_UNROLLED_NODES} nodes hetero unrolls")
 
 
 def _stack(ctx: NodeContext, parts: list[Value], axis: int, tag: str) -> Value:
@@ -165,13 +182,15 @@ def loop(ctx: NodeContext) -> None:
     """Loop with a trip count and continuation hetero knows at import (or specialises on),
     unrolled; its scan outputs stacked along a new first axis."""
     body = ctx.attr("body")
-    trips = ctx.static(0, "M")
-    cond = ctx.static(1, "cond")
+    try:
+        trips = ctx.static(0, "M")
+        cond = ctx.static(1, "cond")
+    except DataDependentError as exc:
+        raise _on_host(ctx, f"how often it runs depends on data ({exc})") from None
     limit = None if trips is None else int(np.asarray(trips).reshape(-1)[0])
     going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
     if limit is None:
-        raise ctx.unsupported("it has no trip count, so how often it runs depends on data; "
-                              "hetero does not run control flow at run time yet")
+        raise _on_host(ctx, "it has no trip count, so how often it runs depends on data")
     _check_unroll(ctx, body, limit)
     states = [ctx.input(i) for i in range(2, len(ctx.node.input))]
     n = len(states)
@@ -184,8 +203,7 @@ def loop(ctx: NodeContext) -> None:
         outs = _translate_body(ctx, body, dict(zip(names, [counter, flag, *states])), step, "body")
         keep = ctx.model.evaluate(outs[0], f"{ctx.label}: its body's condition")
         if keep is None:
-            raise ctx.unsupported("whether its body runs again depends on data; hetero does not "
-                                  "run control flow at run time yet")
+            raise _on_host(ctx, "whether its body runs again depends on data")
         going = bool(np.asarray(keep).reshape(-1)[0])
         states = outs[1:1 + n]
         for j, value in enumerate(outs[1 + n:]):
