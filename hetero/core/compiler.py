@@ -42,8 +42,9 @@ from hetero.core.runtime.executable import (
 )
 from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
+from hetero.core.staging import StagedExecutable
 from hetero.errors import (
-    DynamicInputError, InputError, Keyword, OperandInputError, PluginError, UnsupportedOpError,
+    DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, PluginError, UnsupportedOpError,
 )
 
 #: The backend that takes every op, and whatever the targets refuse or fail to compile.
@@ -71,7 +72,7 @@ def compile_model(
     quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
     calibration_method: str = "minmax",
     **options: Any,
-) -> Executable | SpecializingExecutable:
+) -> Executable | SpecializingExecutable | StagedExecutable:
     """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
 
     ``policy`` (``"priority"`` or ``"cost"``), ``overrides`` (node name or op type →
@@ -99,6 +100,14 @@ def compile_model(
     of mappings compiles each of those shapes ahead of time (a batch-1 and a batch-8
     build in one executable).
 
+    A model whose shapes or control flow depend on data (NonZero, NonMaxSuppression,
+    Unique, Compress; a Loop that stops on a computed flag; an If on a computed
+    condition; a ``k`` computed from data) gets a
+    :class:`~hetero.core.staging.StagedExecutable`: the part before such nodes is
+    compiled now, the nodes run on the host (control flow with its bodies compiled),
+    and what follows is compiled at the first run for the shapes they produce,
+    specialised as above.
+
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes and the
     partition report here, each backend's own stages under a folder of its name, per
@@ -115,20 +124,35 @@ def compile_model(
         graph = model
     else:
         ahead = None if input_shapes is None or isinstance(input_shapes, Mapping) else list(input_shapes)
+        settings = dict(policy=policy, overrides=overrides, strict=strict, min_ratio=min_ratio,
+                        passes=passes, dump=dump, cache=cache, quantize=quantize,
+                        calibration_method=calibration_method, **options)
+
+        def later(stage: onnx.ModelProto | Graph) -> Any:
+            # A later stage (a tail, a body): same targets and settings, no dump of its own.
+            return compile_model(stage, targets, max_specializations=max_specializations,
+                                 **{**settings, "dump": None})
+
         try:
             graph = load_onnx(model, None if ahead is not None else input_shapes, input_values=input_values)
             if ahead is not None:
                 raise InputError(f"{{shapes}} gives several shapes, but model {_model_name(model)} "
                                  "has none dynamic; give one mapping", shapes=Keyword("input_shapes"))
+        except DataDependentError as exc:
+            if exc.split is None:
+                raise
+            return StagedExecutable(exc.split, later)
         except (DynamicInputError, OperandInputError) as exc:
-            settings = dict(policy=policy, overrides=overrides, strict=strict, min_ratio=min_ratio,
-                            passes=passes, dump=dump, cache=cache, quantize=quantize,
-                            calibration_method=calibration_method, **options)
             fixed = dict(input_shapes) if isinstance(input_shapes, Mapping) else {}
 
-            def build(shapes: Mapping[str, Sequence[int]], values: Mapping[str, Any]) -> Executable:
-                bound = load_onnx(model, {**fixed, **shapes} or None,
-                                  input_values={**(input_values or {}), **values})
+            def build(shapes: Mapping[str, Sequence[int]], values: Mapping[str, Any]) -> Any:
+                try:
+                    bound = load_onnx(model, {**fixed, **shapes} or None,
+                                      input_values={**(input_values or {}), **values})
+                except DataDependentError as cut:
+                    if cut.split is None:
+                        raise
+                    return StagedExecutable(cut.split, later)
                 return compile_model(bound, targets, **settings)
 
             exe = SpecializingExecutable(_model_name(model), exc, build, max_specializations)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,4 +41,33 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any]) -> list[np.ndarray]:
                 f"got {list(array.shape)}"
             )
         arrays.append(array)
+    return arrays
+
+
+#: An input as a model declares it: name, dims (a dynamic one None), dtype.
+Declared = tuple[str, tuple[int | None, ...], str]
+
+
+def check_declared(name: str, declared: Sequence[Declared], inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs by name, checked as :func:`check_inputs` checks them against
+    ``declared`` types whose dynamic dims (None) take any size."""
+    names = [n for n, _, _ in declared]
+    unknown = [n for n in inputs if n not in names]
+    if unknown:
+        raise InputError(f"graph {name} has no input {unknown[0]!r}"
+                         f"{did_you_mean(unknown[0], names)}; its inputs are {names}")
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise InputError(f"graph {name}: missing input(s) {missing}; pass each as a numpy array")
+    arrays = {}
+    for key, dims, dtype in declared:
+        array = np.asarray(inputs[key])
+        if array.dtype != np.dtype(dtype):
+            raise InputError(f"input {key!r} of graph {name} must be {dtype}, got "
+                             f"{array.dtype.name}; convert it with .astype(np.{dtype})")
+        if array.ndim != len(dims) or any(d is not None and d != s for d, s in zip(dims, array.shape)):
+            shown = ["?" if d is None else d for d in dims]
+            raise InputError(f"input {key!r} of graph {name} must have shape {shown} "
+                             f"(? any size), got {list(array.shape)}")
+        arrays[key] = array
     return arrays

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from hetero.core.runtime.executable import Executable, Interface
+from hetero.core.runtime.inputs import Declared, check_declared
 from hetero.errors import (
     DynamicInputError, HeteroError, InputError, Keyword, OperandInputError, SpecializationLimitError,
-    did_you_mean,
 )
 
 #: How many specialisations one executable compiles unless told otherwise.
@@ -45,10 +45,6 @@ MAX_SPECIALIZATIONS = 8
 
 #: Compiles the model for input shapes and operand values.
 Build = Callable[[Mapping[str, tuple[int, ...]], Mapping[str, np.ndarray]], Executable]
-
-#: An input as the model declares it: name, dims (a dynamic one None), dtype.
-Declared = tuple[str, tuple[int | None, ...], str]
-
 
 class SpecializingExecutable:
     """A model compiled once per distinct shape of its dynamic inputs and value of its
@@ -104,7 +100,7 @@ class SpecializingExecutable:
         """Run on ``inputs``, compiling the specialisation for their shapes and operand
         values first if it is new. Inputs are checked against the declared dtypes, ranks
         and static dims (an InputError, as an Executable's)."""
-        arrays = self._checked(inputs)
+        arrays = check_declared(self.name, self._inputs, inputs)
         shapes = {n: arrays[n].shape for n in self.shaped_on}
         while True:
             values = {n: arrays[n] for n in self.specialized_on}
@@ -140,28 +136,6 @@ class SpecializingExecutable:
         kinds = ([f"shapes of {', '.join(self.shaped_on)}"] if self.shaped_on else []) + \
             ([f"values of {', '.join(self.specialized_on)}"] if self.specialized_on else [])
         return " and ".join(kinds)
-
-    def _checked(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        names = [n for n, _, _ in self._inputs]
-        unknown = [n for n in inputs if n not in names]
-        if unknown:
-            raise InputError(f"graph {self.name} has no input {unknown[0]!r}"
-                             f"{did_you_mean(unknown[0], names)}; its inputs are {names}")
-        missing = [n for n in names if n not in inputs]
-        if missing:
-            raise InputError(f"graph {self.name}: missing input(s) {missing}; pass each as a numpy array")
-        arrays = {}
-        for name, dims, dtype in self._inputs:
-            array = np.asarray(inputs[name])
-            if array.dtype != np.dtype(dtype):
-                raise InputError(f"input {name!r} of graph {self.name} must be {dtype}, got "
-                                 f"{array.dtype.name}; convert it with .astype(np.{dtype})")
-            if array.ndim != len(dims) or any(d is not None and d != s for d, s in zip(dims, array.shape)):
-                shown = ["?" if d is None else d for d in dims]
-                raise InputError(f"input {name!r} of graph {self.name} must have shape {shown} "
-                                 f"(? any size), got {list(array.shape)}")
-            arrays[name] = array
-        return arrays
 
     def report(self) -> str:
         """The last specialisation's report, after a line saying what it is."""

@@ -14,8 +14,11 @@ The steps, each failing with an error that names the file, tensor or node at fau
    as typed inputs; with data propagation only where its cost is bounded), then expand
    the ops without a translator that onnx defines by a function body (:mod:`.functions`);
 6. translate node by node into canonical ops, folding static operands (at most
-   ``FOLD_MAX_ELEMENTS`` computed in all);
-7. compare hetero's types with onnx's, drop the dead shape computations, verify.
+   ``FOLD_MAX_ELEMENTS`` computed in all), setting aside the nodes whose shapes or
+   decisions depend on data with everything after them that reads their outputs;
+7. compare hetero's types with onnx's, drop the dead shape computations, verify; where
+   nodes were set aside, raise :class:`~hetero.errors.DataDependentError` carrying the
+   split (:mod:`.stages`), which ``hetero.compile`` compiles in stages.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
 from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx import translate_signal  # noqa: F401
 from hetero.core.frontend.onnx import translate_control  # noqa: F401
+from hetero.core.frontend.onnx import translate_host  # noqa: F401
 from hetero.core.frontend.onnx.bind import bind_input_values
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
 from hetero.core.frontend.onnx.context import TRANSLATORS, ModelContext, NodeContext
@@ -49,11 +53,12 @@ from hetero.core.frontend.onnx.loader import (
 )
 from hetero.core.frontend.onnx.opsets import DEFAULT_DOMAINS, UPGRADE_TO, default_opset, upgrade
 from hetero.core.frontend.onnx.shapes import graph_inputs, infer_onnx_types, resolve_input_shapes
+from hetero.core.frontend.onnx.stages import StagePlan, staged_error
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.types import TensorType
 from hetero.core.ir.verify import verify
 from hetero.errors import (
-    HeteroError, ModelLoadError, OperandInputError, ShapeError, UnsupportedOpError,
+    DataDependentError, HeteroError, ModelLoadError, OperandInputError, ShapeError, UnsupportedOpError,
 )
 
 
@@ -93,16 +98,25 @@ def load_onnx(
     onnx_types = infer_onnx_types(source, max(version, UPGRADE_TO))
     source.expansions = expand_functions(source, max(version, UPGRADE_TO),
                                          {**input_types, **onnx_types}, TRANSLATORS)
+    plan = StagePlan()
+    declared = [(info.name, input_types[info.name].shape, input_types[info.name].dtype.name)
+                for info in graph_inputs(source)]
+    outputs = [o.name for o in source.model.graph.output]
     try:
-        ctx = translate(source, input_types, max_elements, max(version, UPGRADE_TO), version)
+        ctx = translate(source, input_types, max_elements, max(version, UPGRADE_TO), version, plan)
     except OperandInputError as exc:
-        exc.model_inputs = [(info.name, input_types[info.name].shape, input_types[info.name].dtype.name)
-                            for info in graph_inputs(source)]
-        exc.model_outputs = [o.name for o in source.model.graph.output]
+        exc.model_inputs, exc.model_outputs = declared, outputs
         raise
     compare_types(ctx, onnx_types)
+    if not plan:
+        remove_dead_nodes(ctx.graph)
+        return verify(ctx.graph)
+    split = plan.split(ctx.graph.name, ctx.graph, ctx.values, declared, outputs, ctx.evaluate,
+                       source.model)
     remove_dead_nodes(ctx.graph)
-    return verify(ctx.graph)
+    if split.prefix is not None:
+        verify(split.prefix)
+    raise staged_error(split)
 
 
 def check_supported(source: Source, opset: int) -> None:
@@ -138,9 +152,13 @@ def check_supported(source: Source, opset: int) -> None:
 
 def translate(
     source: Source, input_types: Mapping[str, TensorType], max_elements: int,
-    opset: int = UPGRADE_TO, exported_opset: int | None = None,
+    opset: int = UPGRADE_TO, exported_opset: int | None = None, plan: StagePlan | None = None,
 ) -> ModelContext:
     """Build the canonical graph: inputs, initializers as constants, then each node.
+
+    With a ``plan``, a node whose shapes or decisions depend on data is set aside in
+    it, with every node after it that reads its outputs (:mod:`.stages`), and the graph
+    is left without outputs for the plan to give it; without one, such a node raises.
 
     ``opset`` is the default domain's version the nodes are read at (the model's, or
     13 for an older model upgraded to it): a translator asks it where an attribute's
@@ -168,14 +186,23 @@ def translate(
                 f"model {source.name}: initializer {tensor.name!r} cannot be read: {reason(exc)}"
             ) from None
     for node in onnx_graph.node:
-        TRANSLATORS[node.op_type](NodeContext(ctx, node))
+        if plan is not None and plan.waits(node):
+            continue
+        try:
+            TRANSLATORS[node.op_type](NodeContext(ctx, node))
+        except DataDependentError as exc:
+            if plan is None:
+                raise
+            plan.defer(node, exc, ctx.values)
+            continue
         for i, out in enumerate(node.output):
             if out and out in ctx.read and out not in ctx.values:
                 raise UnsupportedOpError(
                     f"model {source.name}: {node_label(node)}: its output {i} ({out!r}) is "
                     "used, but hetero's canonical op does not compute it"
                 )
-    ctx.graph.set_outputs([ctx.values[o.name] for o in onnx_graph.output])
+    if not plan:
+        ctx.graph.set_outputs([ctx.values[o.name] for o in onnx_graph.output])
     return ctx
 
 
