@@ -39,6 +39,7 @@ from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
 from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx import translate_signal  # noqa: F401
 from hetero.core.frontend.onnx import translate_control  # noqa: F401
+from hetero.core.frontend.onnx import translate_sequence  # noqa: F401
 from hetero.core.frontend.onnx import translate_host  # noqa: F401
 from hetero.core.frontend.onnx.bind import bind_input_values
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS

@@ -30,6 +30,9 @@ import onnx
 from onnx import numpy_helper
 
 from hetero.core.frontend.onnx.context import TRANSLATORS, NodeContext, translates
+from hetero.core.frontend.onnx.translate_sequence import (
+    Bound, bind, check_operands, is_bound, lookup, operand,
+)
 from hetero.core.ir.graph import Value
 from hetero.errors import DataDependentError
 
@@ -56,20 +59,17 @@ def if_(ctx: NodeContext) -> None:
         values = _translate_body(ctx, branch, {}, 0, chosen)
     finally:
         model.if_depth = depth
-    for i, (name, value) in enumerate(zip(ctx.node.output, values)):
-        if name:
-            # An Identity carries the If's output name (the rewrite passes keep it, drop the node).
-            ctx.emit_output(i, "Identity", [value])
+    _bind_outputs(ctx, values)
 
 
 #: The most body nodes a Loop or Scan may unroll into (iterations times body size).
 MAX_UNROLLED_NODES = 20_000
 
 
-def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str, Value],
-                    iteration: int, what: str) -> list[Value]:
+def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str, Bound],
+                    iteration: int, what: str) -> list[Bound]:
     """Translate one iteration of ``body`` with its inputs bound to ``bindings``; the
-    values of its outputs.
+    values of its outputs (tensors, or sequences and optionals known at import).
 
     Body nodes read the outer graph's values and their own by ONNX name: each
     iteration's values are bound to those names as it is translated, and the canonical
@@ -81,7 +81,7 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
         raise ctx.unsupported(f"its {what} uses {', '.join(missing)}, which hetero does not import "
                               "inside a subgraph")
     for name, value in bindings.items():
-        model.values[name] = value
+        bind(model, name, value)
     if iteration == 0:
         for tensor in body.initializer:
             model.values[tensor.name] = model.graph.add_constant(numpy_helper.to_array(tensor),
@@ -94,6 +94,7 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
         fresh = [model.fresh(f"{o}@{iteration}") if o else "" for o in node.output]
         renamed.output.extend(fresh)
         model.read |= {new for old, new in zip(node.output, fresh) if old in model.read}
+        check_operands(model, renamed)
         try:
             TRANSLATORS[node.op_type](NodeContext(model, renamed))
         except DataDependentError as exc:
@@ -101,14 +102,27 @@ def _translate_body(ctx: NodeContext, body: onnx.GraphProto, bindings: dict[str,
             raise _on_host(ctx, f"its {what} holds {node.op_type} node {node.name or fresh[0]!r}, "
                                 f"which depends on data ({exc})") from None
         for old, new in zip(node.output, fresh):
-            if new and new in model.values:
-                model.values[old] = model.values[new]
+            if new and is_bound(model, new):
+                bind(model, old, lookup(model, new))
     outputs = []
     for out in body.output:
-        if out.name not in model.values:
+        if not is_bound(model, out.name):
             raise ctx.unsupported(f"its {what}'s output {out.name!r} is computed by no node")
-        outputs.append(model.values[out.name])
+        outputs.append(lookup(model, out.name))
     return outputs
+
+
+def _bind_outputs(ctx: NodeContext, values: list[Bound]) -> None:
+    """Bind the node's outputs to ``values``: a tensor through an Identity that carries the
+    output's name (the rewrite passes keep the name, drop the node), a sequence or an
+    optional's absence by name."""
+    for i, (name, value) in enumerate(zip(ctx.node.output, values)):
+        if not name:
+            continue
+        if isinstance(value, Value):
+            ctx.emit_output(i, "Identity", [value])
+        else:
+            bind(ctx.model, name, value)
 
 
 def _on_host(ctx: NodeContext, why: str) -> DataDependentError:
@@ -172,9 +186,7 @@ def scan(ctx: NodeContext) -> None:
         if out_dirs[j]:
             parts = parts[::-1]
         results.append(_stack(ctx, parts, out_axes[j], f"scan_out_{j}"))
-    for i, value in enumerate(results):
-        if i < ctx.num_outputs and ctx.node.output[i]:
-            ctx.emit_output(i, "Identity", [value])
+    _bind_outputs(ctx, results)
 
 
 @translates("Loop")
@@ -192,7 +204,7 @@ def loop(ctx: NodeContext) -> None:
     if limit is None:
         raise _on_host(ctx, "it has no trip count, so how often it runs depends on data")
     _check_unroll(ctx, body, limit)
-    states = [ctx.input(i) for i in range(2, len(ctx.node.input))]
+    states = [operand(ctx, i) for i in range(2, len(ctx.node.input))]
     n = len(states)
     names = [i.name for i in body.input]
     collected: list[list[Value]] = [[] for _ in range(len(body.output) - 1 - n)]
@@ -207,6 +219,9 @@ def loop(ctx: NodeContext) -> None:
         going = bool(np.asarray(keep).reshape(-1)[0])
         states = outs[1:1 + n]
         for j, value in enumerate(outs[1 + n:]):
+            if not isinstance(value, Value):
+                raise ctx.unsupported(f"its body's scan output {j} is not a tensor; ONNX's Loop "
+                                      "stacks tensors only (carry a sequence as a state instead)")
             collected[j].append(value)
         step += 1
     results = list(states)
@@ -214,6 +229,4 @@ def loop(ctx: NodeContext) -> None:
         if not parts:
             raise ctx.unsupported("it runs zero times, and hetero cannot type its empty scan outputs")
         results.append(_stack(ctx, parts, 0, f"loop_out_{j}"))
-    for i, value in enumerate(results):
-        if i < ctx.num_outputs and ctx.node.output[i]:
-            ctx.emit_output(i, "Identity", [value])
+    _bind_outputs(ctx, results)
