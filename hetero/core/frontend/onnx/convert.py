@@ -39,7 +39,7 @@ from hetero.core.frontend.onnx import translate_linalg  # noqa: F401
 from hetero.core.frontend.onnx import translate_indexing  # noqa: F401
 from hetero.core.frontend.onnx import translate_signal  # noqa: F401
 from hetero.core.frontend.onnx import translate_control  # noqa: F401
-from hetero.core.frontend.onnx import translate_sequence  # noqa: F401
+from hetero.core.frontend.onnx import translate_sequence
 from hetero.core.frontend.onnx import translate_host  # noqa: F401
 from hetero.core.frontend.onnx.bind import bind_input_values
 from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
@@ -189,6 +189,7 @@ def translate(
     for node in onnx_graph.node:
         if plan is not None and plan.waits(node):
             continue
+        translate_sequence.check_operands(ctx, node)
         try:
             TRANSLATORS[node.op_type](NodeContext(ctx, node))
         except DataDependentError as exc:
@@ -197,13 +198,13 @@ def translate(
             plan.defer(node, exc, ctx.values)
             continue
         for i, out in enumerate(node.output):
-            if out and out in ctx.read and out not in ctx.values:
+            if out and out in ctx.read and not translate_sequence.is_bound(ctx, out):
                 raise UnsupportedOpError(
                     f"model {source.name}: {node_label(node)}: its output {i} ({out!r}) is "
                     "used, but hetero's canonical op does not compute it"
                 )
     if not plan:
-        ctx.graph.set_outputs([ctx.values[o.name] for o in onnx_graph.output])
+        ctx.graph.set_outputs([translate_sequence.graph_output(ctx, o) for o in onnx_graph.output])
     return ctx
 
 
