@@ -75,6 +75,8 @@ class ModelContext:
         #: ONNX name of a sequence value -> the canonical values of its elements, in
         #: order (sequences whose length is known at import are lists of tensors).
         self.sequences: dict[str, list[Value]] = {}
+        #: ONNX names of the optionals known at import to be empty.
+        self.absent: set[str] = set()
         onnx_graph = model.graph
         self._taken = {v for n in onnx_graph.node for v in (*n.input, *n.output)}
         self._taken |= {v.name for v in (*onnx_graph.input, *onnx_graph.output)}

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from typing import Final
-from weakref import WeakKeyDictionary
 
 import numpy as np
 import onnx
@@ -55,18 +54,9 @@ SEQUENCE_OPERAND_OPS: Final = frozenset({
 #: The most elements a SplitToSequence may make (each is a canonical value of its own).
 MAX_SEQUENCE_LENGTH: Final = 20_000
 
-# ONNX names of the optionals each model's import knows to be empty. Kept beside the
-# ModelContext (whose ``values`` and ``sequences`` hold the present ones) and dropped with it.
-_absent: WeakKeyDictionary[ModelContext, set[str]] = WeakKeyDictionary()
-
-
-def _absent_names(model: ModelContext) -> set[str]:
-    return _absent.setdefault(model, set())
-
-
 def is_bound(model: ModelContext, name: str) -> bool:
     """Whether the import has given ONNX value ``name`` a tensor, sequence or absence."""
-    return name in model.values or name in model.sequences or name in _absent_names(model)
+    return name in model.values or name in model.sequences or name in model.absent
 
 
 def lookup(model: ModelContext, name: str) -> Bound:
@@ -75,7 +65,7 @@ def lookup(model: ModelContext, name: str) -> Bound:
         return model.values[name]
     if name in model.sequences:
         return model.sequences[name]
-    if name in _absent_names(model):
+    if name in model.absent:
         return ABSENT
     raise KeyError(name)
 
@@ -85,13 +75,13 @@ def bind(model: ModelContext, name: str, value: Bound) -> None:
     earlier binding of another kind (a Loop body's names are rebound each iteration)."""
     model.values.pop(name, None)
     model.sequences.pop(name, None)
-    _absent_names(model).discard(name)
+    model.absent.discard(name)
     if isinstance(value, Value):
         model.values[name] = value
     elif isinstance(value, list):
         model.sequences[name] = list(value)
     else:
-        _absent_names(model).add(name)
+        model.absent.add(name)
 
 
 def check_operands(model: ModelContext, node: onnx.NodeProto) -> None:
@@ -100,7 +90,7 @@ def check_operands(model: ModelContext, node: onnx.NodeProto) -> None:
     if node.op_type in SEQUENCE_OPERAND_OPS:
         return
     for i, name in enumerate(node.input):
-        if name and (name in model.sequences or name in _absent_names(model)):
+        if name and (name in model.sequences or name in model.absent):
             what = "a sequence" if name in model.sequences else "an empty optional"
             raise UnsupportedOpError(
                 f"model {model.model_name}: {node_label(node)}: its input {i} ({name!r}) is "
