@@ -180,3 +180,19 @@ def test_run_names_the_input_value_flag_for_an_operand_input(capsys, tmp_path: P
     assert code == 2
     assert "its axes input 'axes' is computed from the model's input(s) 'axes'" in err
     assert "--input-value axes=V,V,..." in err and "Traceback" not in err
+
+
+def test_run_compiles_a_data_dependent_model_in_stages(capsys, tmp_path: Path) -> None:
+    # NonZero's count follows the data: the model runs as prefix, host node and tail.
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["nz"]),
+         helper.make_node("Transpose", ["nz"], ["idx"]), helper.make_node("GatherND", ["r", "idx"], ["y"])],
+        "g", [vi("x", onnx.TensorProto.FLOAT, [3, 4])], [vi("y", onnx.TensorProto.FLOAT, ["n"])])
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    code, out, err = run_cli(capsys, "run", str(path), "--compare", "onnxruntime", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert "in stages" in report["executor"]
+    assert report["compare"]["outputs"]["y"]["ok"]

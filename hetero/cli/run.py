@@ -21,6 +21,7 @@ from hetero.cli.common import (
     make_inputs,
     model_source,
     optimized,
+    parse_shapes,
     parse_values,
     placement,
     prepared,
@@ -30,6 +31,7 @@ from hetero.cli.common import (
     write_text,
 )
 from hetero.core import progress
+from hetero.errors import DataDependentError
 
 #: Cosine similarity a quantised model's outputs need with the float model's (--compare).
 QUANTIZED_MIN_COSINE = 0.99
@@ -112,7 +114,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     report: dict[str, object] = {"model": args.model}
     model = model_source(args, proto=bool(args.compare))
     start = time.perf_counter()
-    graph = import_graph(args, model)
+    try:
+        graph = import_graph(args, model)
+    except DataDependentError as exc:
+        if exc.split is None or args.targets == "reference":
+            raise
+        return _run_staged(args, model, exc.split.inputs, report)
     report["import_s"] = time.perf_counter() - start
     report["nodes"] = len(graph.nodes)
     if not args.no_optimize:
@@ -144,6 +151,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare:
         ok, report["compare"] = _compare_onnxruntime(model, inputs, outputs, args, args.quantize)
     _finish(args, report, outputs, exe)
+    return 0 if ok else 1
+
+
+def _run_staged(args: argparse.Namespace, model: Any, declared: list, report: dict[str, object]) -> int:
+    """``hetero run`` of a model whose shapes or control flow depend on data: compiled in
+    stages by ``hetero.compile`` itself (its inputs fixed as the command line says)."""
+    import time
+
+    import hetero
+    from hetero.core.runtime.executable import Interface
+
+    start = time.perf_counter()
+    interface = Interface(list(declared), []).as_graph()
+    exe = hetero.compile(model, targets=target_names(args), passes=[] if args.no_optimize else None,
+                         strict=args.strict, input_shapes=parse_shapes(args.input_shape) or None,
+                         input_values=parse_values(args.input_value) or None, **placement(args),
+                         **quantize_options(args, interface))
+    report["compile_s"] = time.perf_counter() - start
+    report["executor"] = f"{args.targets}, in stages (data-dependent shapes or control flow)"
+    inputs = make_inputs(interface, args)
+    outputs = _timed_runs(lambda: exe.run(inputs), args.repeat, report)
+    ok = True
+    if args.compare:
+        ok, report["compare"] = _compare_onnxruntime(model, inputs, outputs, args, args.quantize)
+    _finish(args, report, outputs, exe, partition=False)
     return 0 if ok else 1
 
 
