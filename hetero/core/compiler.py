@@ -129,9 +129,12 @@ def compile_model(
                         calibration_method=calibration_method, **options)
 
         def later(stage: onnx.ModelProto | Graph) -> Any:
-            # A later stage (a tail, a body): same targets and settings, no dump of its own.
+            # A stage: same targets and settings, no dump of its own. Only the prefix (the
+            # one stage given as a Graph) takes the model's inputs, so only it is calibrated
+            # on the samples; tails and bodies compile in float.
+            quantized = quantize if isinstance(stage, Graph) else None
             return compile_model(stage, targets, max_specializations=max_specializations,
-                                 **{**settings, "dump": None})
+                                 **{**settings, "dump": None, "quantize": quantized})
 
         try:
             graph = load_onnx(model, None if ahead is not None else input_shapes, input_values=input_values)

@@ -32,7 +32,7 @@ from onnx import helper, numpy_helper
 from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.ir.graph import Graph, Value
 from hetero.core.ir.types import as_dtype
-from hetero.errors import DataDependentError, ModelLoadError
+from hetero.errors import DataDependentError, ModelLoadError, TensorTooLargeError
 
 #: A value's static type as the stages pass it: shape and dtype name.
 StaticType = tuple[tuple[int, ...], str]
@@ -140,7 +140,10 @@ class StagePlan:
             value = values.get(key)
             if value is None:
                 continue  # a subgraph's own name, or a model input (bound by the runtime)
-            array = value.data if value.data is not None else evaluate(value, f"stage export {key!r}")
+            try:
+                array = value.data if value.data is not None else evaluate(value, f"stage export {key!r}")
+            except TensorTooLargeError:
+                array = None  # too large to fold: the prefix computes it
             if array is not None:
                 constants[key] = np.asarray(array)
             elif value not in graph.inputs:
