@@ -522,6 +522,10 @@ def _select(extent: tuple[np.ndarray, ...], scores: np.ndarray, score_threshold:
     if score_threshold is not None:
         candidates = candidates[scores > score_threshold]
     order = candidates[np.argsort(-scores[candidates], kind="stable")]
+    if order.size > _NMS_BLOCK:
+        pairs = _overlapping_pairs(extent, order)
+        if pairs is not None:
+            return _select_sparse(extent, order, pairs, iou_threshold, limit)
     kept = np.zeros(0, np.intp)
     for start in range(0, order.size, _NMS_BLOCK):
         block = order[start:start + _NMS_BLOCK]
@@ -541,6 +545,61 @@ def _select(extent: tuple[np.ndarray, ...], scores: np.ndarray, score_threshold:
         if kept.size == limit:
             break
     return kept.astype(np.int64)
+
+
+#: The most overlapping candidate pairs the sparse path takes; denser boxes go blocked.
+_NMS_MAX_PAIRS = 4_000_000
+
+
+def _overlapping_pairs(extent: tuple[np.ndarray, ...], order: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every pair of candidates (as ranks in ``order``, the earlier first) whose boxes
+    overlap with a positive width and height, the only pairs whose IoU can pass a
+    threshold of 0 or more; None when there are more than :data:`_NMS_MAX_PAIRS`.
+
+    A sweep along x: sorted by ``x_min``, a box can overlap only the boxes after it that
+    start before its ``x_max``. Detectors' boxes (per-class offsets, as torchvision's
+    batched NMS adds them) overlap sparsely, so this is far fewer pairs than all of them.
+    """
+    x_min, x_max, y_min, y_max, _ = extent
+    xs = x_min[order]
+    by_x = np.argsort(xs, kind="stable")
+    starts = xs[by_x]
+    with np.errstate(invalid="ignore"):
+        ends = np.searchsorted(starts, x_max[order][by_x], side="left")
+    lengths = np.maximum(ends - np.arange(order.size) - 1, 0)
+    total = int(lengths.sum())
+    if total > _NMS_MAX_PAIRS:
+        return None
+    first = np.repeat(np.arange(order.size), lengths)
+    second = first + 1 + np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    a, b = order[by_x[first]], order[by_x[second]]
+    with np.errstate(invalid="ignore"):
+        keep = (y_min[b] < y_max[a]) & (y_min[a] < y_max[b])
+    ra, rb = by_x[first[keep]], by_x[second[keep]]
+    return np.minimum(ra, rb), np.maximum(ra, rb)
+
+
+def _select_sparse(extent: tuple[np.ndarray, ...], order: np.ndarray,
+                   pairs: tuple[np.ndarray, np.ndarray], iou_threshold: np.float32,
+                   limit: int) -> np.ndarray:
+    """:func:`_select` over the overlapping pairs only: the same greedy loop, each kept
+    candidate striking the later candidates it suppresses."""
+    earlier, later = pairs
+    strikes = _suppresses(extent, order[earlier], order[later], iou_threshold)
+    earlier, later = earlier[strikes], later[strikes]
+    by_earlier = np.argsort(earlier, kind="stable")
+    earlier, later = earlier[by_earlier], later[by_earlier]
+    bounds = np.searchsorted(earlier, np.arange(order.size + 1))
+    alive = np.ones(order.size, np.bool_)
+    chosen = []
+    for rank in range(order.size):
+        if alive[rank]:
+            chosen.append(rank)
+            if len(chosen) == limit:
+                break
+            alive[later[bounds[rank]:bounds[rank + 1]]] = False
+    return order[np.array(chosen, np.intp)].astype(np.int64)
 
 
 def _suppresses(extent: tuple[np.ndarray, ...], selected: np.ndarray, candidate: np.ndarray,

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 import numpy as np
 import pytest
 
+from hetero.core.runtime import host_ops
 from hetero.core.runtime.host_ops import HOST_OPS, run_host_op
 from hetero.errors import InputError, UnsupportedOpError
 from oracle import run_node
@@ -274,6 +275,44 @@ def test_nms_thousands_of_boxes_match_onnxruntime() -> None:
     scores = rng.random((1, 2, 2000)).astype(np.float32)
     out = _nms(boxes, scores, 2000, 0.45, 0.05)
     assert 100 < len(out) < 4000
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(257, 700), grid=st.booleans(), nan=st.booleans(), seed=st.integers(0, 2**16),
+       iou=st.sampled_from([0.0, 0.3, 0.5, 1.0]), dense=st.booleans())
+def test_nms_over_many_boxes_matches_onnxruntime(n: int, grid: bool, nan: bool, seed: int,
+                                                 iou: float, dense: bool) -> None:
+    """Past one block of candidates NMS looks only at overlapping pairs (a sweep along x),
+    or, when too many pairs overlap, goes blocked: both against onnxruntime, with exact
+    overlaps and tied scores on a grid, and NaN coordinates."""
+    rng = np.random.default_rng(seed)
+    if grid:
+        corner = (rng.integers(0, 40, (1, n, 2)) / 4).astype(np.float32)
+        boxes = np.concatenate([corner, corner + (rng.integers(1, 8, (1, n, 2)) / 4).astype(np.float32)], axis=2)
+        scores = (rng.integers(0, 8, (1, 2, n)) / 8).astype(np.float32)
+    else:
+        corner = rng.uniform(0, 100, (1, n, 2)).astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.uniform(0, 15, (1, n, 2)).astype(np.float32)], axis=2)
+        scores = rng.random((1, 2, n)).astype(np.float32)
+    if nan:
+        boxes[rng.random(boxes.shape) < 0.02] = np.nan
+    with pytest.MonkeyPatch.context() as patch:
+        if dense:
+            patch.setattr(host_ops, "_NMS_MAX_PAIRS", 0)
+        _nms(boxes, scores, n, iou, 0.05)
+
+
+def test_nms_with_torchvision_class_offsets_matches_onnxruntime() -> None:
+    """torchvision's batched NMS: one class, each box shifted by its label times the
+    largest coordinate, so boxes of different labels never overlap (27,000 boxes)."""
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(90), 300)
+    corner = rng.uniform(0, 300, (labels.size, 2)).astype(np.float32)
+    boxes = np.concatenate([corner, corner + rng.uniform(2, 40, (labels.size, 2)).astype(np.float32)], axis=1)
+    boxes = (boxes + (labels * np.float32(341.0))[:, None]).astype(np.float32)[None]
+    scores = rng.random((1, 1, labels.size)).astype(np.float32)
+    out = _nms(boxes, scores, labels.size, 0.55, 0.001)
+    assert len(out) > 10_000
 
 
 @pytest.mark.parametrize("limit", [1, 255, 256, 257, 600, 1000])
