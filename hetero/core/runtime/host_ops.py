@@ -523,9 +523,9 @@ def _select(extent: tuple[np.ndarray, ...], scores: np.ndarray, score_threshold:
         candidates = candidates[scores > score_threshold]
     order = candidates[np.argsort(-scores[candidates], kind="stable")]
     if order.size > _NMS_BLOCK:
-        pairs = _overlapping_pairs(extent, order)
+        pairs = _striking_pairs(extent, order, iou_threshold)
         if pairs is not None:
-            return _select_sparse(extent, order, pairs, iou_threshold, limit)
+            return _select_sparse(order, pairs, limit)
     kept = np.zeros(0, np.intp)
     for start in range(0, order.size, _NMS_BLOCK):
         block = order[start:start + _NMS_BLOCK]
@@ -547,47 +547,55 @@ def _select(extent: tuple[np.ndarray, ...], scores: np.ndarray, score_threshold:
     return kept.astype(np.int64)
 
 
-#: The most overlapping candidate pairs the sparse path takes; denser boxes go blocked.
-_NMS_MAX_PAIRS = 4_000_000
+#: The most overlapping candidate pairs the sparse path takes (denser boxes go blocked),
+#: and how many it checks at a time.
+_NMS_MAX_PAIRS = 64_000_000
+_NMS_PAIR_CHUNK = 1_000_000
 
 
-def _overlapping_pairs(extent: tuple[np.ndarray, ...], order: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every pair of candidates (as ranks in ``order``, the earlier first) whose boxes
-    overlap with a positive width and height, the only pairs whose IoU can pass a
-    threshold of 0 or more; None when there are more than :data:`_NMS_MAX_PAIRS`.
+def _striking_pairs(extent: tuple[np.ndarray, ...], order: np.ndarray, iou_threshold: np.float32
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every pair of candidates (as ranks in ``order``, the earlier first) in which the
+    earlier would suppress the later; None when more than :data:`_NMS_MAX_PAIRS` pairs
+    overlap.
 
-    A sweep along x: sorted by ``x_min``, a box can overlap only the boxes after it that
-    start before its ``x_max``. Detectors' boxes (per-class offsets, as torchvision's
-    batched NMS adds them) overlap sparsely, so this is far fewer pairs than all of them.
+    Only boxes that overlap with a positive width and height can pass an IoU threshold
+    of 0 or more, and a sweep along x finds them: sorted by ``x_min``, a box can overlap
+    only the boxes after it that start before its ``x_max``. Detectors' boxes (per-class
+    offsets, as torchvision's batched NMS adds them) overlap sparsely, so this checks far
+    fewer pairs than all of them, a chunk at a time.
     """
     x_min, x_max, y_min, y_max, _ = extent
     xs = x_min[order]
     by_x = np.argsort(xs, kind="stable")
-    starts = xs[by_x]
     with np.errstate(invalid="ignore"):
-        ends = np.searchsorted(starts, x_max[order][by_x], side="left")
+        ends = np.searchsorted(xs[by_x], x_max[order][by_x], side="left")
     lengths = np.maximum(ends - np.arange(order.size) - 1, 0)
-    total = int(lengths.sum())
-    if total > _NMS_MAX_PAIRS:
+    reach = np.cumsum(lengths)
+    if order.size and int(reach[-1]) > _NMS_MAX_PAIRS:
         return None
-    first = np.repeat(np.arange(order.size), lengths)
-    second = first + 1 + np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    a, b = order[by_x[first]], order[by_x[second]]
-    with np.errstate(invalid="ignore"):
-        keep = (y_min[b] < y_max[a]) & (y_min[a] < y_max[b])
-    ra, rb = by_x[first[keep]], by_x[second[keep]]
-    return np.minimum(ra, rb), np.maximum(ra, rb)
+    found_earlier, found_later = [np.zeros(0, np.intp)], [np.zeros(0, np.intp)]
+    cuts = np.searchsorted(reach, np.arange(_NMS_PAIR_CHUNK, int(reach[-1]) if order.size else 0,
+                                            _NMS_PAIR_CHUNK))
+    for lo, hi in zip([0, *cuts], [*cuts, order.size]):
+        span = lengths[lo:hi]
+        first = np.repeat(np.arange(lo, hi), span)
+        second = first + 1 + np.arange(first.size) - np.repeat(np.cumsum(span) - span, span)
+        a, b = order[by_x[first]], order[by_x[second]]
+        with np.errstate(invalid="ignore"):
+            near = (y_min[b] < y_max[a]) & (y_min[a] < y_max[b])
+        ra, rb = by_x[first[near]], by_x[second[near]]
+        earlier, later = np.minimum(ra, rb), np.maximum(ra, rb)
+        strikes = _suppresses(extent, order[earlier], order[later], iou_threshold)
+        found_earlier.append(earlier[strikes])
+        found_later.append(later[strikes])
+    return np.concatenate(found_earlier), np.concatenate(found_later)
 
 
-def _select_sparse(extent: tuple[np.ndarray, ...], order: np.ndarray,
-                   pairs: tuple[np.ndarray, np.ndarray], iou_threshold: np.float32,
-                   limit: int) -> np.ndarray:
-    """:func:`_select` over the overlapping pairs only: the same greedy loop, each kept
-    candidate striking the later candidates it suppresses."""
+def _select_sparse(order: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], limit: int) -> np.ndarray:
+    """:func:`_select` from the striking pairs: the same greedy loop, each kept candidate
+    striking the later candidates it suppresses."""
     earlier, later = pairs
-    strikes = _suppresses(extent, order[earlier], order[later], iou_threshold)
-    earlier, later = earlier[strikes], later[strikes]
     by_earlier = np.argsort(earlier, kind="stable")
     earlier, later = earlier[by_earlier], later[by_earlier]
     bounds = np.searchsorted(earlier, np.arange(order.size + 1))

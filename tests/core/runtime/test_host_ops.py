@@ -282,8 +282,8 @@ def test_nms_thousands_of_boxes_match_onnxruntime() -> None:
        iou=st.sampled_from([0.0, 0.3, 0.5, 1.0]), dense=st.booleans())
 def test_nms_over_many_boxes_matches_onnxruntime(n: int, grid: bool, nan: bool, seed: int,
                                                  iou: float, dense: bool) -> None:
-    """Past one block of candidates NMS looks only at overlapping pairs (a sweep along x),
-    or, when too many pairs overlap, goes blocked: both against onnxruntime, with exact
+    """Past one block of candidates NMS looks only at overlapping pairs (a sweep along x,
+    checked a chunk at a time), or, when too many pairs overlap, goes blocked: both against onnxruntime, with exact
     overlaps and tied scores on a grid, and NaN coordinates."""
     rng = np.random.default_rng(seed)
     if grid:
@@ -297,6 +297,7 @@ def test_nms_over_many_boxes_matches_onnxruntime(n: int, grid: bool, nan: bool, 
     if nan:
         boxes[rng.random(boxes.shape) < 0.02] = np.nan
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(host_ops, "_NMS_PAIR_CHUNK", 97)  # many chunks of pairs
         if dense:
             patch.setattr(host_ops, "_NMS_MAX_PAIRS", 0)
         _nms(boxes, scores, n, iou, 0.05)
