@@ -108,7 +108,7 @@ class StagedExecutable:
                 self._timed("prefix", lambda: env.update(
                     self.head.run({n: env[n] for n, _, _ in self.head.interface.inputs})))
             for step in self.steps:
-                self._timed(step.label, lambda: env.update(step.run(env)))
+                self._timed(f"host {step.node.op_type}", lambda: env.update(step.run(env)))
             if split.tail:
                 if self.tail is None:
                     produced = {o for n in split.host for o in n.output if o}

@@ -133,8 +133,8 @@ class SpecializingExecutable:
         return exe
 
     def _what(self) -> str:
-        kinds = ([f"shapes of {', '.join(self.shaped_on)}"] if self.shaped_on else []) + \
-            ([f"values of {', '.join(self.specialized_on)}"] if self.specialized_on else [])
+        kinds = ([f"shapes of {_listed(self.shaped_on)}"] if self.shaped_on else []) + \
+            ([f"values of {_listed(self.specialized_on)}"] if self.specialized_on else [])
         return " and ".join(kinds)
 
     def report(self) -> str:
@@ -165,3 +165,10 @@ class SpecializingExecutable:
             f"{', '.join(self.shaped_on)}, so it cannot be saved as one file; compile it for the "
             "shape you will run with ({shapes}) and save that",
             shapes=Keyword("input_shapes", key=self.shaped_on[0]))
+
+
+def _listed(names: Sequence[str], most: int = 4) -> str:
+    """``a, b, c, d and 176 more``: input names, not all of them when there are many (a
+    detector's tail is shaped on every NonZero's output)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"

@@ -22,6 +22,7 @@ their own (:func:`tail_model`) that may stage again. The runtime side is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -91,9 +92,20 @@ class StageSplit:
     output_types: dict[str, onnx.TypeProto] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
 
-    def describe(self) -> str:
-        """One line per node set aside for a reason of its own: how it runs, and why."""
-        return "\n".join(self.reasons.values())
+    def describe(self, most: int = 6) -> str:
+        """What was set aside and why: the host nodes counted by op, then up to ``most``
+        of the reasons."""
+        counts = Counter(n.op_type for n in self.host)
+        waiting = len(self.reasons) - len(self.host)
+        lines = [f"on the host: {', '.join(f'{op} x{k}' for op, k in sorted(counts.items()))}"
+                 if counts else "on the host: nothing",
+                 f"waiting for run-time values: {waiting} node(s), and {len(self.tail) - waiting} "
+                 "reading what they compute"]
+        reasons = list(self.reasons.values())
+        lines += reasons[:most]
+        if len(reasons) > most:
+            lines.append(f"... and {len(reasons) - most} more")
+        return "\n".join(lines)
 
 
 class StagePlan:
