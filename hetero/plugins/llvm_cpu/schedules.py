@@ -138,7 +138,10 @@ def _parallelize(sch: Schedule, block_name: str, threads: int) -> None:
         if work >= CHUNKS_PER_THREAD * threads:
             break
         extent = sch.extent(loop)
-        outer = sch.fuse(outer, loop)
+        try:
+            outer = sch.fuse(outer, loop)
+        except ScheduleError:
+            break  # not perfectly nested: a row loop around a serial walk (TopK's, say)
         work *= extent
     if work >= 2:
         sch.parallel(outer)

@@ -156,3 +156,15 @@ def test_gemv_inner_loop_streams_four_vectors_in_registers() -> None:
     body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly)
     assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 4
     assert not re.search(r"vmovups\s+%zmm\d+, ", body), "an accumulator is stored inside the k loop"
+
+
+@pytest.mark.parametrize("n, k, threads", [(1500, 150, 2), (1500, 150, 1), (40, 7, 2)])
+def test_topk_on_one_long_row_compiles_and_matches_numpy(n: int, k: int, threads: int) -> None:
+    """Faster R-CNN's RPN: TopK over one row of 1,500 scores. The row loop holds a serial
+    walk, not one perfect nest, so parallelising must not fuse into it."""
+    x = RNG.permutation(n).astype(np.float32)[None, :]
+    gb = GraphBuilder("topk")
+    values, _ = gb.TopK(gb.input("x", (1, n)), k=k, axis=1, largest=1)
+    gb.output(values)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=threads)
+    np.testing.assert_array_equal(exe.run({"x": x})[values.name], np.sort(x, axis=1)[:, ::-1][:, :k])
