@@ -5,8 +5,8 @@ Invariant established: no node computes only from constants (or, for ops with a
 would exceed the element limit; those nodes stay, and the rewrite log says why.
 A DequantizeLinear of an int8 or int32 constant also stays: it marks a quantised
 weight or bias of a QDQ graph. An empty tensor (a dimension of 0) holds no data, so a
-node whose outputs are all empty is folded whatever its inputs, and a Concat drops
-its empty operands: no backend then meets a tensor without elements except as the
+node whose outputs are all empty is folded whatever its inputs, a Concat drops its
+empty operands and a scatter of no updates is its data: no backend then meets a tensor without elements except as the
 operand of a node that still computes something from it.
 Folding uses each op's reference semantics, so a folded graph computes what the
 unfolded one did, bit for bit.
@@ -69,7 +69,17 @@ def constant_folding_rules(limit: int = DEFAULT_LIMIT) -> tuple[Rule, ...]:
             Rule("drop_empty_concat_operands", Op("Concat", ..., where=_has_empty_operand),
                  _concat_nonempty, doc="Concat ignores operands without elements"),
             Rule("split_off_empty_outputs", Op("Split", ..., where=_some_outputs_empty),
-                 _split_nonempty, doc="a Split's empty outputs are constants"))
+                 _split_nonempty, doc="a Split's empty outputs are constants"),
+            *(Rule(f"{op.lower()}_of_nothing", Op(op, ..., where=_no_updates), _scattered_into,
+                   doc=f"{op} with no updates is its data") for op in ("ScatterElements", "ScatterND")))
+
+
+def _no_updates(node: Node) -> bool:
+    return node.inputs[2].type.size == 0 and node.inputs[0].type == node.output.type
+
+
+def _scattered_into(graph: Graph, m: Match) -> Value:
+    return m.root.inputs[0]
 
 
 def _some_outputs_empty(node: Node) -> bool:
