@@ -99,9 +99,12 @@ class Node:
 
 
 def _freeze(array: np.ndarray) -> np.ndarray:
+    """``array`` read-only and C-contiguous, copied unless it is both already: backends
+    hand a constant's buffer to kernels in row-major order, and a frozen view (a folded
+    Transpose of a read-only initializer) would keep its strides."""
     array = np.asarray(array)
-    if array.flags.writeable:
-        array = array.copy()
+    if array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, order="C")
         array.flags.writeable = False
     return array
 

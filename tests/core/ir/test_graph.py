@@ -126,3 +126,14 @@ def test_names_are_made_unique() -> None:
 
 def test_op_histogram_counts_ops() -> None:
     assert small_graph().op_histogram() == {"Add": 1, "Mul": 1, "Relu": 1}
+
+
+def test_a_constant_is_stored_read_only_and_row_major() -> None:
+    # A folded Transpose of a read-only initializer is a strided view; kept as it is, a
+    # backend reading the buffer row-major would see the untransposed data.
+    frozen = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    frozen.flags.writeable = False
+    g = Graph("g")
+    c = g.add_constant(frozen.transpose(2, 0, 1))
+    assert c.data.flags.c_contiguous and not c.data.flags.writeable
+    np.testing.assert_array_equal(c.data, frozen.transpose(2, 0, 1))

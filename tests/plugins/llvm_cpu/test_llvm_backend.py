@@ -137,3 +137,23 @@ def test_a_reshape_of_an_array_the_part_made_is_a_view_not_a_kernel() -> None:
     loaded = LlvmCpuBackend().load_artifact(part.artifact)
     assert [s.kernel is None for s in loaded.steps] == [s.kernel is None for s in part.steps]
     np.testing.assert_array_equal(loaded.run({"x": x})[part.outputs[0]], out[part.outputs[0]])
+
+
+@pytest.mark.parametrize("shape, perm", [((3, 5), (1, 0)), ((8, 8, 4), (2, 0, 1)), ((4, 6, 5), (1, 0, 2))])
+def test_a_transposed_constant_is_read_in_its_new_order(shape, perm) -> None:
+    """T5's and Swin's relative-position bias: Add(x, Transpose(initializer)) from ONNX,
+    where the importer folds the Transpose; llvm_cpu once read the folded constant in the
+    initializer's order."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal(shape).astype(np.float32)
+    out = [shape[p] for p in perm]
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["table"], ["t"], perm=list(perm)), helper.make_node("Add", ["x", "t"], ["y"])],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, out)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal(out).astype(np.float32)
+    got = hetero.compile(model, targets=["llvm_cpu"]).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, x + table.transpose(perm))
