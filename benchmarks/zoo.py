@@ -401,7 +401,10 @@ class ExportError(Exception):
 
 def compare(spec: Spec, ours: Inputs, theirs: Inputs) -> tuple[float, float]:
     """max |hetero - ort| and max |ort| over ``spec``'s outputs; a detector's outputs must
-    first agree in count, any output in shape (``ValueError`` says which does not)."""
+    first agree in count, any output in shape (``ValueError`` says which does not), and a
+    detector's detections are matched as a set (:func:`match_detections`)."""
+    if spec.kind == "detector":
+        return match_detections(ours, theirs)
     diff = top = 0.0
     for name, want in theirs.items():
         got = ours[name]
@@ -411,6 +414,34 @@ def compare(spec: Spec, ours: Inputs, theirs: Inputs) -> tuple[float, float]:
         if want.size:
             diff = max(diff, float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()))
             top = max(top, float(np.abs(want.astype(np.float64)).max()))
+    return diff, top
+
+
+def match_detections(ours: Inputs, theirs: Inputs, tolerance: float = 1e-3) -> tuple[float, float]:
+    """max |hetero - ort| and max |ort| over boxes and scores, each of onnxruntime's
+    detections matched with one of hetero's of the same label (the nearest box).
+
+    Order is not compared: random weights score many boxes within a float32 rounding of
+    each other, and two correct runs may list such near-ties in either order. Each box
+    must lie within ``tolerance`` of the largest coordinate, each score within
+    ``tolerance``; the counts must agree. ``ValueError`` names a detection that does not.
+    """
+    boxes, scores, labels = (np.asarray(ours[k], np.float64) for k in ("boxes", "scores", "labels"))
+    want_boxes, want_scores, want_labels = (np.asarray(theirs[k], np.float64) for k in ("boxes", "scores", "labels"))
+    if len(scores) != len(want_scores):
+        raise ValueError(f"hetero found {len(scores)} detections, onnxruntime {len(want_scores)}")
+    top = float(np.abs(want_boxes).max(initial=1.0))
+    free = np.ones(len(scores), bool)
+    diff = 0.0
+    for i in np.argsort(-want_scores, kind="stable"):
+        apart = np.abs(boxes - want_boxes[i]).max(axis=1, initial=0.0)
+        apart[~free | (labels != want_labels[i])] = np.inf
+        j = int(np.argmin(apart)) if len(apart) else -1
+        if j < 0 or apart[j] > tolerance * top or abs(scores[j] - want_scores[i]) > tolerance:
+            raise ValueError(f"onnxruntime's detection {i} (label {int(want_labels[i])}, score "
+                             f"{want_scores[i]:.6g}) has no match in hetero's within {tolerance:g}")
+        free[j] = False
+        diff = max(diff, float(apart[j]), abs(float(scores[j] - want_scores[i])))
     return diff, top
 
 
