@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hetero.core.frontend.onnx.context import attribute_value
 from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.frontend.onnx.stages import StageSplit, body_model, tail_model
 from hetero.core.ir.graph import Graph
@@ -167,7 +168,7 @@ class _HostStep:
     def __init__(self, node: onnx.NodeProto) -> None:
         self.node = node
         self.label = node_label(node)
-        self.attrs = {a.name: _attr(a) for a in node.attribute}
+        self.attrs = {a.name: attribute_value(a) for a in node.attribute}
 
     def run(self, env: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError
@@ -287,11 +288,3 @@ def _host_step(node: onnx.NodeProto, split: StageSplit, compile: Compile) -> _Ho
     control = {"If": _If, "Loop": _Loop, "Scan": _Scan}.get(node.op_type)
     return control(node, split, compile) if control is not None else _Kernel(node)
 
-
-def _attr(proto: onnx.AttributeProto) -> Any:
-    value = helper.get_attribute_value(proto)
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if proto.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
-        return list(value)
-    return value

@@ -189,12 +189,7 @@ class NodeContext:
             check_elements(proto.t.dims, f"{self.label}: attribute {name!r}",
                            self.model.max_elements)
             return numpy_helper.to_array(proto.t)
-        value = helper.get_attribute_value(proto)
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if proto.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
-            return list(value)
-        return value
+        return attribute_value(proto)
 
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -318,6 +313,16 @@ class NodeContext:
     def unsupported(self, why: str) -> UnsupportedOpError:
         """An UnsupportedOpError naming this node, to raise."""
         return UnsupportedOpError(f"model {self.model.model_name}: {self.label}: {why}")
+
+
+def attribute_value(proto: onnx.AttributeProto) -> Any:
+    """An attribute as a Python value: strings decoded, lists as lists, graphs as protos."""
+    value = helper.get_attribute_value(proto)
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if proto.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+        return list(value)
+    return value
 
 
 def merge_attrs(ctx: NodeContext, names: Iterable[str]) -> dict[str, Any]:
