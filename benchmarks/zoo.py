@@ -458,12 +458,9 @@ def run_case(spec: Spec, exporter: str, axes: str, folder: Path, repeat: int, ro
         print(f"  {spec.name} {exporter} {axes}: {name}", file=sys.stderr, flush=True)
 
     stage("export")
-    try:
-        path, cached = export(spec, exporter, axes, folder)
-    except ExportError as exc:
-        row.export, row.error = "FAIL", f"export (torch): {exc}"
+    path = _exported(spec, exporter, axes, folder, row)
+    if path is None:
         return
-    row.export = "cached" if cached else "ok"
     sets = ([inputs_for(spec, "static", 1), inputs_for(spec, "static", 2)] if axes == "static"
             else [inputs_for(spec, "a", 1), inputs_for(spec, "b", 2)])
     stage("onnxruntime")
@@ -514,6 +511,18 @@ def run_case(spec: Spec, exporter: str, axes: str, folder: Path, repeat: int, ro
     row.ratio = f"{ours_s / theirs_s:.2f}"
 
 
+def _exported(spec: Spec, exporter: str, axes: str, folder: Path, row: Row) -> Path | None:
+    """The case's exported file (``row.export`` says whether it was cached), or None
+    with ``row.error`` saying how torch's exporter failed."""
+    try:
+        path, cached = export(spec, exporter, axes, folder)
+    except ExportError as exc:
+        row.export, row.error = "FAIL", f"export (torch): {exc}"
+        return None
+    row.export = "cached" if cached else "ok"
+    return path
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two outputs, flattened (1 when both are zero)."""
     a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
@@ -530,12 +539,9 @@ def quantize_case(spec: Spec, exporter: str, axes: str, folder: Path, row: Row,
 
     row.stage = "export"
     report(row)
-    try:
-        path, cached = export(spec, exporter, axes, folder)
-    except ExportError as exc:
-        row.export, row.error = "FAIL", f"export (torch): {exc}"
+    path = _exported(spec, exporter, axes, folder, row)
+    if path is None:
         return
-    row.export = "cached" if cached else "ok"
     variant = "static" if axes == "static" else "a"
     feeds = inputs_for(spec, variant, 1)
     calibration = [inputs_for(spec, variant, 100 + i) for i in range(CALIBRATION_SAMPLES)]

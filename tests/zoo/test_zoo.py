@@ -1,7 +1,7 @@
 """A slice of the model zoo (benchmarks/zoo.py): models exported from PyTorch with random
 weights, compiled by hetero for llvm_cpu and compared with onnxruntime on the same file.
 
-One CNN (resnet18 at 64x64), one transformer (a two-layer BERT with dynamic batch and
+One CNN (resnet18 at 64x64 with a dynamic batch, run at batch 1, 2 and 8), one transformer (a two-layer BERT with dynamic batch and
 sequence, run at two sequence lengths, from both exporters) and one detector
 (ssdlite320, whose boxes depend on the data: compared by count, then by value).
 """
@@ -56,13 +56,19 @@ def _assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> No
         np.testing.assert_allclose(got[name], expected, rtol=1e-3, atol=floor, err_msg=name)
 
 
-def test_resnet18_matches_onnxruntime(tmp_path: Path) -> None:
+def test_resnet18_with_a_dynamic_batch_runs_at_batch_1_2_and_8(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None)
     x = np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype(np.float32)
-    path = _export(model, (torch.from_numpy(x),), tmp_path / "resnet18.onnx", ["x"], ["y"])
-    exe = hetero.compile(str(path), targets=["llvm_cpu"])
-    _assert_close(exe.run({"x": x}), _onnxruntime(path, {"x": x}))
+    path = _export(model, (torch.from_numpy(x),), tmp_path / "resnet18.onnx", ["x"], ["y"],
+                   dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    exe = hetero.compile(str(path), targets=["llvm_cpu"])  # one compile call, specialised per batch
+    for batch in (1, 2, 8):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 64, 64)).astype(np.float32)
+        got = exe.run({"x": x})
+        assert got["y"].shape == (batch, 1000)
+        _assert_close(got, _onnxruntime(path, {"x": x}))
+    assert exe.compiled == 3
 
 
 class _Bert(torch.nn.Module):
