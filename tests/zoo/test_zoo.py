@@ -1,9 +1,10 @@
 """A slice of the model zoo (benchmarks/zoo.py): models exported from PyTorch with random
 weights, compiled by hetero for llvm_cpu and compared with onnxruntime on the same file.
 
-One CNN (resnet18 at 64x64 with a dynamic batch, run at batch 1, 2 and 8), one transformer (a two-layer BERT with dynamic batch and
-sequence, run at two sequence lengths, from both exporters) and one detector
-(ssdlite320, whose boxes depend on the data: compared by count, then by value).
+One CNN (resnet18 at 64x64 with a dynamic batch, run at batch 1, 2 and 8), one
+transformer (a two-layer BERT with dynamic batch and sequence, run at two sequence
+lengths, from both exporters) and one detector (ssdlite320 on two images, whose boxes
+depend on the data: compared by count, then matched as a set).
 """
 
 from __future__ import annotations
