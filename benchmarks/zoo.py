@@ -175,9 +175,14 @@ def _audio(mels: int, frames: int) -> Callable[[np.random.Generator, str], Input
 
 def _torchvision(name: str, **kwargs: Any) -> Callable[[], Any]:
     def build() -> Any:
+        import torch
         import torchvision
 
-        return torchvision.models.get_model(name, weights=None, **kwargs)
+        model = torchvision.models.get_model(name, weights=None, **kwargs)
+        for head in [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1:]:
+            if not head.weight.any():  # vit_b_16's classifier starts at zero: its output would be 0
+                torch.nn.init.normal_(head.weight, std=0.02)
+        return model
     return build
 
 
@@ -386,8 +391,15 @@ def export(spec: Spec, exporter: str, axes: str, folder: Path) -> tuple[Path, bo
         options["dynamic_axes"] = spec.dynamic_axes
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        with torch.no_grad():
-            torch.onnx.export(module, args, str(path), **options)
+        # nn.MultiheadAttention's fused inference path (aten::_native_multi_head_attention)
+        # has no TorchScript export; users turn it off to export, as here.
+        fastpath = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            with torch.no_grad():
+                torch.onnx.export(module, args, str(path), **options)
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fastpath)
     except Exception as exc:
         path.unlink(missing_ok=True)  # a half-written file is not a cached export
         failed.write_text(describe_export(exc))
