@@ -163,16 +163,22 @@ class _Quantizer:
             self._replace_input(node, index, self._dequantize(
                 quantize_weight(v.data, None), v.name, node.name))
         elif v.producer is None or v.producer.op != "DequantizeLinear":
-            self._insert_pair(v, self._calibrated(v))
+            params = self._calibrated(v)
+            if params is not None:
+                self._insert_pair(v, params)
 
     def _quantize_output(self, node: Node) -> None:
         source = node.inputs[0]
         if node.op in _SAME_PARAMS and source is not None and id(source) in self.qparams:
             self._insert_pair(node.output, *self.qparams[id(source)])
         else:
-            self._insert_pair(node.output, self._calibrated(node.output))
+            params = self._calibrated(node.output)
+            if params is not None:
+                self._insert_pair(node.output, params)
 
-    def _calibrated(self, v: Value) -> ActivationParams:
+    def _calibrated(self, v: Value) -> ActivationParams | None:
+        """``v``'s int8 parameters from its calibrated range; None for a range that is
+        not finite (an attention mask of -inf): such a tensor stays float."""
         name = self.original[id(v)]
         if name not in self.calibration:
             raise QuantizationError(
@@ -180,6 +186,8 @@ class _Quantizer:
                 f"this same graph (hetero.core.quant.calibrate) before quantising it"
             )
         low, high = self.calibration[name]
+        if not (np.isfinite(low) and np.isfinite(high)):
+            return None
         try:
             return activation_params(low, high)
         except QuantizationError as exc:

@@ -279,3 +279,23 @@ def test_onnxruntime_qdq_model_runs_as_onnxruntime_runs_it(ort_quantised: Models
         # onnxruntime runs the units in integer kernels; the reference in float: one
         # output step apart at most (a rounding that lands the other way).
         np.testing.assert_allclose(actual, expected, rtol=0, atol=step * 1.001)
+
+
+def test_a_tensor_calibrated_to_an_infinite_range_stays_float() -> None:
+    # GPT-2's causal mask: Where(mask, scores, -inf), plus the attention mask, then
+    # Softmax. int8 cannot hold -inf, so that tensor keeps float (the Add reading it is
+    # not quantised); the rest is, and the result still agrees.
+    b = GraphBuilder("masked")
+    x = b.input("x", (1, 4, 4))
+    keep = np.tril(np.ones((4, 4), bool))[None]
+    masked = b.Where(keep, b.MatMul(x, x, name="scores"), np.array(-np.inf, np.float32), name="masked")
+    biased = b.Add(masked, np.zeros((1, 4, 4), np.float32) + 0.5, name="biased")
+    b.output(b.Softmax(biased, axis=-1, name="p"))
+    graph = b.build()
+    rng = np.random.default_rng(4)
+    samples = [{"x": rng.standard_normal((1, 4, 4)).astype(np.float32)} for _ in range(4)]
+    q = quantize(graph, calibrate(graph, samples))
+    quantised = _quantised_tensors(q)
+    assert "masked" not in quantised and "x" in quantised
+    got, want = run_reference(q, samples[0])["p"], run_reference(graph, samples[0])["p"]
+    np.testing.assert_allclose(got, want, atol=0.05)
