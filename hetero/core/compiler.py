@@ -136,15 +136,18 @@ def compile_model(
             return compile_model(stage, targets, max_specializations=max_specializations,
                                  **{**settings, "dump": None, "quantize": quantized})
 
+        def staged(cut: DataDependentError) -> StagedExecutable:
+            if cut.split is None:  # raised outside an import (never by load_onnx itself)
+                raise cut
+            return StagedExecutable(cut.split, later)
+
         try:
             graph = load_onnx(model, None if ahead is not None else input_shapes, input_values=input_values)
             if ahead is not None:
                 raise InputError(f"{{shapes}} gives several shapes, but model {_model_name(model)} "
                                  "has none dynamic; give one mapping", shapes=Keyword("input_shapes"))
         except DataDependentError as exc:
-            if exc.split is None:
-                raise
-            return StagedExecutable(exc.split, later)
+            return staged(exc)
         except (DynamicInputError, OperandInputError) as exc:
             fixed = dict(input_shapes) if isinstance(input_shapes, Mapping) else {}
 
@@ -153,9 +156,7 @@ def compile_model(
                     bound = load_onnx(model, {**fixed, **shapes} or None,
                                       input_values={**(input_values or {}), **values})
                 except DataDependentError as cut:
-                    if cut.split is None:
-                        raise
-                    return StagedExecutable(cut.split, later)
+                    return staged(cut)
                 return compile_model(bound, targets, **settings)
 
             exe = SpecializingExecutable(_model_name(model), exc, build, max_specializations)

@@ -199,7 +199,7 @@ class _Body:
         values it reads from ``env``."""
         bound = dict(zip(self.declared, feeds))
         if self.exe is None:
-            model, self.outputs = body_model(self.split, self.graph, self.what, bound, {})
+            model, self.outputs = body_model(self.split, self.graph, self.what, bound)
             self.exe = self._compile(model)
         exe = self.exe
         results = exe.run({n: bound[n] if n in bound else env[n] for n, _, _ in exe.interface.inputs})

@@ -189,16 +189,15 @@ def tail_model(split: StageSplit, arrays: Mapping[str, np.ndarray]) -> onnx.Mode
     made = {o for n in split.tail for o in n.output if o}
     reads = set().union(*(node_reads(n) for n in split.tail)) - made
     outputs = [o for o in split.outputs if o in made]
-    return _model(f"{split.name}/tail", split, list(split.tail), sorted(reads), outputs, arrays, {},
+    return _model(f"{split.name}/tail", split, list(split.tail), sorted(reads), outputs, arrays,
                   split.output_types)
 
 
-def body_model(split: StageSplit, graph: onnx.GraphProto, what: str,
-               arrays: Mapping[str, np.ndarray], constants: Mapping[str, np.ndarray]
+def body_model(split: StageSplit, graph: onnx.GraphProto, what: str, arrays: Mapping[str, np.ndarray]
                ) -> tuple[onnx.ModelProto, list[str]]:
-    """A control-flow body as a model: its declared inputs, then the outer values it
-    reads (``constants`` become initializers, the rest inputs typed from ``arrays``);
-    and the names of its outputs in order (a pass-through output gets an Identity)."""
+    """A control-flow body as a model: its declared inputs (typed from ``arrays``), then
+    the outer values it reads (the folded ones as initializers); and the names of its
+    outputs in order (a pass-through output gets an Identity)."""
     nodes = list(graph.node)
     made = {o for n in nodes for o in n.output if o}
     outputs = []
@@ -211,18 +210,17 @@ def body_model(split: StageSplit, graph: onnx.GraphProto, what: str,
             outputs.append(copied)
     reads = [i.name for i in graph.input] + sorted(free_names(graph) - {i.name for i in graph.input})
     declared = {o.name: o.type for o in graph.output}
-    model = _model(f"{split.name}/{what}", split, nodes, reads, outputs, arrays, constants,
-                   declared, list(graph.initializer))
+    model = _model(f"{split.name}/{what}", split, nodes, reads, outputs, arrays, declared,
+                   list(graph.initializer))
     return model, outputs
 
 
 def _model(name: str, split: StageSplit, nodes: list[onnx.NodeProto], reads: Iterable[str],
-           outputs: list[str], arrays: Mapping[str, np.ndarray], constants: Mapping[str, np.ndarray],
-           declared: Mapping[str, onnx.TypeProto], initializers: Iterable[onnx.TensorProto] = ()
-           ) -> onnx.ModelProto:
+           outputs: list[str], arrays: Mapping[str, np.ndarray], declared: Mapping[str, onnx.TypeProto],
+           initializers: Iterable[onnx.TensorProto] = ()) -> onnx.ModelProto:
     inputs, stored = [], list(initializers)
     for key in reads:
-        array = constants.get(key, split.constants.get(key))
+        array = split.constants.get(key)
         if array is not None:
             stored.append(numpy_helper.from_array(np.asarray(array), key))
         elif key in split.types and key not in arrays:
