@@ -91,7 +91,7 @@ class StagedExecutable:
             self.head = compile(split.prefix) if split.prefix is not None else None
         self.steps = [_host_step(node, split, compile) for node in split.host]
         self.tail: Runnable | None = None
-        self._seconds: dict[str, list[float]] = {}
+        self._seconds: dict[str, list[Any]] = {}  # stage -> [calls, seconds] over all runs
         self._outputs: list[tuple[str, tuple[int, ...], str]] = []
 
     @property
@@ -127,7 +127,9 @@ class StagedExecutable:
     def _timed(self, what: str, fn: Callable[[], None]) -> None:
         start = time.perf_counter()
         fn()
-        self._seconds.setdefault(what, []).append(time.perf_counter() - start)
+        totals = self._seconds.setdefault(what, [0, 0.0])
+        totals[0] += 1
+        totals[1] += time.perf_counter() - start
 
     def report(self) -> str:
         """The stages with their time over the runs so far, then each compiled stage's report."""
@@ -138,8 +140,8 @@ class StagedExecutable:
         if not self._seconds:
             return "\n".join([*lines, "not run yet; call run() first"])
         lines.append(f"{'stage':<48}{'calls':>6}{'ms/call':>10}")
-        for what, times in self._seconds.items():
-            lines.append(f"{what[:47]:<48}{len(times):>6}{sum(times) / len(times) * 1e3:>10.3f}")
+        for what, (calls, seconds) in self._seconds.items():
+            lines.append(f"{what[:47]:<48}{calls:>6}{seconds / calls * 1e3:>10.3f}")
         for title, part in (("prefix", self.head), ("tail", self.tail)):
             if part is not None:
                 lines += ["", f"stage {title}", part.report()]
