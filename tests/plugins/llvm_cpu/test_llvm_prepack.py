@@ -20,7 +20,8 @@ from hetero.core.ir.graph import Graph
 from hetero.core.ir.tir import Allocate, Block, run_func, walk
 from hetero.core.ir.tir.verify import verify_func
 from hetero.core.lower import lower_node
-from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend, LlvmCpuPart
+from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
+from hetero.plugins.llvm_cpu.part import LlvmCpuPart
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker, buffers_read
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 

@@ -1,0 +1,144 @@
+"""A compiled llvm_cpu region: its kernels run in graph order, with the subgraph's constants bound.
+
+:class:`LlvmCpuPart` is what :meth:`~hetero.plugins.llvm_cpu.backend.LlvmCpuBackend.compile`
+returns. Its artifact holds each kernel's host machine code, so a saved executable loads
+without compiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from hetero.core.ir.opdef import index_problem
+from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.errors import CodegenError, DamagedFileError, InputError
+from hetero.plugins.llvm_cpu.kernel import CompiledKernel
+from hetero.plugins.llvm_cpu.target import host_cpu
+
+
+@dataclass
+class Step:
+    """One kernel launch: the graph values it reads and writes, in parameter order; or,
+    with ``view`` set and no kernel, its one output as its one input reshaped."""
+
+    name: str
+    kernel: CompiledKernel | None
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    nodes: tuple[str, ...]  # the graph nodes this kernel computes
+    # Run-time index inputs (value, axis, size), checked before the kernel reads with them.
+    checks: tuple[tuple[str, int, Any, bool], ...] = ()
+    view: tuple[int, ...] | None = None
+
+
+class LlvmCpuPart:
+    """Compiled kernels run in order, with the subgraph's constants bound."""
+
+    def __init__(self, inputs: tuple[str, ...], outputs: tuple[str, ...], steps: list[Step],
+                 constants: dict[str, np.ndarray], aliases: dict[str, str]) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self.steps = steps
+        self.constants = constants
+        self.aliases = aliases  # graph outputs that are inputs or constants, by name
+        self.last_profile: list[tuple[str, float]] = []
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env = self._execute(inputs)
+        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+
+    def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every value a kernel writes (each step's outputs: fused groups expose their
+        last node's), and the part's outputs, by name."""
+        env = self._execute(inputs)
+        values = {name: env[name] for step in self.steps for name in step.outputs}
+        values.update((name, env[self.aliases.get(name, name)]) for name in self.outputs)
+        return values
+
+    def _execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = dict(self.constants)
+        env.update({n: np.asarray(inputs[n], order="C") for n in self.inputs})
+        profile = []
+        for step in self.steps:
+            if step.kernel is None:
+                env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
+                continue
+            outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
+            start = time.perf_counter()
+            for value, axis, size, wraps in step.checks:
+                problem = index_problem(env[value], axis, size, wraps)
+                if problem is not None:
+                    raise InputError(f"{step.name}: {value}: {problem}")
+            # Inputs were checked against the interface and made C-contiguous above;
+            # each step's outputs are fresh arrays of its buffers' types.
+            step.kernel.launch([*(env[n] for n in step.inputs), *outs])
+            profile.append((step.name, time.perf_counter() - start))
+            env.update(zip(step.outputs, outs))
+        self.last_profile = profile
+        return env
+
+    @property
+    def artifact(self) -> bytes:
+        """A zip of the manifest, each kernel's object code and the constants, written with
+        fixed dates (:mod:`hetero.core.runtime.archive`): the same part gives the same bytes."""
+        manifest = {
+            "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
+            "host_cpu": host_cpu(), "constants": list(self.constants),
+            "steps": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs),
+                       "nodes": list(s.nodes), "checks": [list(c) for c in s.checks],
+                       **({"view": list(s.view)} if s.kernel is None else {"image": s.kernel.image()})}
+                      for s in self.steps],
+        }
+        return write_zip([
+            ("manifest.json", json.dumps(manifest)),
+            *((f"kernels/{i}.o", s.kernel.module.object_code) for i, s in enumerate(self.steps)
+              if s.kernel is not None),
+            ("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})),
+        ])
+
+    @classmethod
+    def from_artifact(cls, artifact: bytes) -> LlvmCpuPart:
+        """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
+        source = "llvm_cpu artifact"
+        with open_zip(artifact, source) as zf:
+            try:
+                manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); "
+                                       "recompile the model") from None
+            try:
+                if manifest["host_cpu"] != host_cpu():
+                    raise CodegenError(
+                        f"this part was compiled for a {manifest['host_cpu']} CPU, the host is a "
+                        f"{host_cpu()}; recompile the model here"
+                    )
+                steps = []
+                for i, s in enumerate(manifest["steps"]):
+                    names = tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"])
+                    if "view" in s:
+                        steps.append(Step(s["name"], None, *names, view=tuple(int(d) for d in s["view"])))
+                        continue
+                    code = read_member(zf, f"kernels/{i}.o", source)
+                    steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code), *names,
+                                      tuple(_check(c) for c in s.get("checks", []))))
+                arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+                constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+                return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
+                           dict(manifest["aliases"]))
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
+                                       f"({type(exc).__name__}: {exc}); recompile the model") from None
+
+
+def _check(saved: list[Any]) -> tuple[str, int, int | tuple[int, ...], bool]:
+    """A run-time index check as saved: value, axis, size (an axis size, or one per column
+    of GatherND's index tuples) and whether negative indices wrap."""
+    value, axis, size, *wraps = saved
+    size = tuple(int(n) for n in size) if isinstance(size, list) else int(size)
+    return str(value), int(axis), size, bool(wraps[0]) if wraps else True
