@@ -3,73 +3,54 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-import dataclasses
 
-from hetero.core.ir.tir.expr import Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, Seq, Stmt, Store
+from hetero.core.ir.tir.expr import Expr, Var
+from hetero.core.ir.tir.functor import ExprMutator, StmtMutator
+from hetero.core.ir.tir.stmt import Stmt
 
 ExprFn = Callable[[Expr], Expr | None]
 StmtFn = Callable[[Stmt], Stmt | None]
 
 
-def map_expr(expr: Expr, fn: ExprFn) -> Expr:
-    """Rebuild ``expr`` bottom-up; ``fn`` may return a replacement for a node, or None."""
-    if isinstance(expr, (Binary, Compare, Logical)):
-        a, b = map_expr(expr.a, fn), map_expr(expr.b, fn)
-        if a is not expr.a or b is not expr.b:
-            expr = dataclasses.replace(expr, a=a, b=b)
-    elif isinstance(expr, (Not, Cast)):
-        a = map_expr(expr.a, fn)
-        if a is not expr.a:
-            expr = dataclasses.replace(expr, a=a)
-    elif isinstance(expr, Select):
-        c, a, b = map_expr(expr.cond, fn), map_expr(expr.a, fn), map_expr(expr.b, fn)
-        if c is not expr.cond or a is not expr.a or b is not expr.b:
-            expr = dataclasses.replace(expr, cond=c, a=a, b=b)
-    elif isinstance(expr, (Load, Call)):
-        field = "indices" if isinstance(expr, Load) else "args"
-        old = getattr(expr, field)
-        new = tuple(map_expr(e, fn) for e in old)
-        if any(n is not o for n, o in zip(new, old)):
-            expr = dataclasses.replace(expr, **{field: new})
-    else:
-        from hetero.core.ir.tir.compute import Reduce  # Reduce lives with the compute layer
+class _ExprFnMutator(ExprMutator):
+    """Rebuild bottom-up, then let ``fn`` replace each (rebuilt) node."""
 
-        if isinstance(expr, Reduce):
-            src, init = map_expr(expr.source, fn), map_expr(expr.init, fn)
-            if src is not expr.source or init is not expr.init:
-                expr = dataclasses.replace(expr, source=src, init=init)
-    result = fn(expr)
-    return expr if result is None else result
+    def __init__(self, fn: ExprFn) -> None:
+        self.fn = fn
+
+    def visit_expr(self, e: Expr) -> Expr:
+        rebuilt = super().visit_expr(e)
+        result = self.fn(rebuilt)
+        return rebuilt if result is None else result
+
+
+class _StmtFnMutator(StmtMutator):
+    """Rebuild bottom-up, mapping expressions with ``expr_fn``, then let ``fn`` replace
+    each (rebuilt) statement."""
+
+    def __init__(self, fn: StmtFn | None, expr_fn: ExprFn | None) -> None:
+        self.fn = fn
+        self.exprs = None if expr_fn is None else _ExprFnMutator(expr_fn)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return e if self.exprs is None else self.exprs.visit_expr(e)
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        rebuilt = super().visit_stmt(s)
+        result = None if self.fn is None else self.fn(rebuilt)
+        return rebuilt if result is None else result
+
+
+def map_expr(expr: Expr, fn: ExprFn) -> Expr:
+    """Rebuild ``expr`` bottom-up; ``fn`` may return a replacement for a node, or None.
+    Unchanged subtrees stay the same objects."""
+    return _ExprFnMutator(fn).visit_expr(expr)
 
 
 def map_stmt(stmt: Stmt, fn: StmtFn | None = None, expr_fn: ExprFn | None = None) -> Stmt:
     """Rebuild ``stmt`` bottom-up, mapping its expressions with ``expr_fn`` and then
     each statement with ``fn`` (which may return a replacement, or None)."""
-
-    def ex(e: Expr) -> Expr:
-        return map_expr(e, expr_fn) if expr_fn is not None else e
-
-    if isinstance(stmt, Store):
-        new: Stmt = Store(stmt.buffer, tuple(ex(i) for i in stmt.indices), ex(stmt.value))
-    elif isinstance(stmt, For):
-        new = dataclasses.replace(stmt, body=map_stmt(stmt.body, fn, expr_fn))
-    elif isinstance(stmt, (Allocate, Block)):
-        new = dataclasses.replace(stmt, body=map_stmt(stmt.body, fn, expr_fn))
-    elif isinstance(stmt, Seq):
-        new = Seq(tuple(map_stmt(s, fn, expr_fn) for s in stmt.stmts))
-    elif isinstance(stmt, IfThenElse):
-        new = IfThenElse(
-            ex(stmt.cond), map_stmt(stmt.then, fn, expr_fn),
-            None if stmt.otherwise is None else map_stmt(stmt.otherwise, fn, expr_fn),
-        )
-    else:
-        raise TypeError(f"unknown statement {type(stmt).__name__}")
-    if fn is not None:
-        result = fn(new)
-        if result is not None:
-            return result
-    return new
+    return _StmtFnMutator(fn, expr_fn).visit_stmt(stmt)
 
 
 def substitute(node: Expr, mapping: Mapping[Var, Expr]) -> Expr:
