@@ -45,7 +45,7 @@ _N = TypeVar("_N")
 _DISPATCH: dict[tuple[type, type], str | None] = {}
 
 
-def _method(functor: object, node: object, kind: str) -> Callable[[Any], Any]:
+def _method(functor: object, node: object, kind: str) -> Callable[..., Any]:
     """The bound ``visit_<Class>`` of ``functor`` for ``node``, searched along its MRO."""
     key = (type(functor), type(node))
     if key not in _DISPATCH:
@@ -60,17 +60,19 @@ def _method(functor: object, node: object, kind: str) -> Callable[[Any], Any]:
 
 
 class ExprFunctor(Generic[R]):
-    """Dispatch an expression to ``visit_<ClassName>``; unknown classes are a TypeError."""
+    """Dispatch an expression to ``visit_<ClassName>``; unknown classes are a TypeError.
+    Extra arguments (a printer's precedence, an emitter's builder) pass through."""
 
-    def visit_expr(self, e: Expr) -> R:
-        return _method(self, e, "expression")(e)
+    def visit_expr(self, e: Expr, *args: Any) -> R:
+        return _method(self, e, "expression")(e, *args)  # type: ignore[no-any-return]
 
 
 class StmtFunctor(Generic[R]):
-    """Dispatch a statement to ``visit_<ClassName>``; unknown classes are a TypeError."""
+    """Dispatch a statement to ``visit_<ClassName>``; unknown classes are a TypeError.
+    Extra arguments (a printer's indent) pass through."""
 
-    def visit_stmt(self, s: Stmt) -> R:
-        return _method(self, s, "statement")(s)
+    def visit_stmt(self, s: Stmt, *args: Any) -> R:
+        return _method(self, s, "statement")(s, *args)  # type: ignore[no-any-return]
 
 
 class ExprVisitor(ExprFunctor[None]):

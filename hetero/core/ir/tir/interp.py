@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from hetero.core.ir.tir.functor import ExprFunctor, StmtFunctor
+from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.verify import verify_func
 from hetero.errors import InputError
 
@@ -42,66 +42,84 @@ def run_func(func: PrimFunc, arrays: Mapping[str, np.ndarray]) -> dict[str, np.n
         if a.shape != b.shape:
             raise InputError(f"func {func.name}: {b.name} must have shape {b.shape}, got {a.shape}")
         memory[b] = a
-    _exec(func.body, memory, {})
+    _Interpreter(memory).visit_stmt(func.body)
     return {b.name: memory[b] for b in func.params}
 
 
-def _exec(s: Stmt, memory: dict[Buffer, np.ndarray], env: dict[Var, Any]) -> None:
-    if isinstance(s, Store):
-        index = tuple(int(_eval(i, memory, env)) for i in s.indices)
-        memory[s.buffer][index] = _eval(s.value, memory, env)
-    elif isinstance(s, For):
+class _Interpreter(ExprFunctor[Any], StmtFunctor[None]):
+    """Runs statements on ``memory`` (a numpy array per live buffer); expressions evaluate
+    to numpy scalars of their dtype, loop variables bound in ``env``."""
+
+    def __init__(self, memory: dict[Buffer, np.ndarray]) -> None:
+        self.memory = memory
+        self.env: dict[Any, Any] = {}
+
+    def visit_Store(self, s: Any) -> None:
+        index = tuple(int(self.visit_expr(i)) for i in s.indices)
+        self.memory[s.buffer][index] = self.visit_expr(s.value)
+
+    def visit_For(self, s: Any) -> None:
         for k in range(s.extent):
-            env[s.var] = np.int64(k)
-            _exec(s.body, memory, env)
-        env.pop(s.var, None)
-    elif isinstance(s, Seq):
+            self.env[s.var] = np.int64(k)
+            self.visit_stmt(s.body)
+        self.env.pop(s.var, None)
+
+    def visit_Seq(self, s: Any) -> None:
         for part in s.stmts:
-            _exec(part, memory, env)
-    elif isinstance(s, Allocate):
-        memory[s.buffer] = np.zeros(s.buffer.shape, s.buffer.dtype)
-        _exec(s.body, memory, env)
-        del memory[s.buffer]
-    elif isinstance(s, Block):
-        _exec(s.body, memory, env)
-    elif isinstance(s, IfThenElse):
-        if _eval(s.cond, memory, env):
-            _exec(s.then, memory, env)
+            self.visit_stmt(part)
+
+    def visit_Allocate(self, s: Any) -> None:
+        self.memory[s.buffer] = np.zeros(s.buffer.shape, s.buffer.dtype)
+        self.visit_stmt(s.body)
+        del self.memory[s.buffer]
+
+    def visit_Block(self, s: Any) -> None:
+        self.visit_stmt(s.body)
+
+    def visit_IfThenElse(self, s: Any) -> None:
+        if self.visit_expr(s.cond):
+            self.visit_stmt(s.then)
         elif s.otherwise is not None:
-            _exec(s.otherwise, memory, env)
+            self.visit_stmt(s.otherwise)
 
+    def visit_Var(self, e: Any) -> Any:
+        return self.env[e]
 
-def _eval(e: Expr, memory: dict[Buffer, np.ndarray], env: dict[Var, Any]) -> Any:
-    if isinstance(e, Var):
-        return env[e]
-    if isinstance(e, Const):
+    def visit_Const(self, e: Any) -> Any:
         return e.dtype.type(e.value)
-    if isinstance(e, Load):
-        return memory[e.buffer][tuple(int(_eval(i, memory, env)) for i in e.indices)]
-    if isinstance(e, Binary):
-        return _binary(e.op, _eval(e.a, memory, env), _eval(e.b, memory, env), e.dtype)
-    if isinstance(e, Compare):
-        a, b = _eval(e.a, memory, env), _eval(e.b, memory, env)
+
+    def visit_Load(self, e: Any) -> Any:
+        return self.memory[e.buffer][tuple(int(self.visit_expr(i)) for i in e.indices)]
+
+    def visit_Binary(self, e: Any) -> Any:
+        return _binary(e.op, self.visit_expr(e.a), self.visit_expr(e.b), e.dtype)
+
+    def visit_Compare(self, e: Any) -> Any:
+        a, b = self.visit_expr(e.a), self.visit_expr(e.b)
         return np.bool_({"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
                          "eq": a == b, "ne": a != b}[e.op])
-    if isinstance(e, Logical):
-        a = bool(_eval(e.a, memory, env))
-        return np.bool_((a and bool(_eval(e.b, memory, env))) if e.op == "and"
-                        else (a or bool(_eval(e.b, memory, env))))
-    if isinstance(e, Not):
-        return np.bool_(not _eval(e.a, memory, env))
-    if isinstance(e, Select):
-        return _eval(e.a, memory, env) if _eval(e.cond, memory, env) else _eval(e.b, memory, env)
-    if isinstance(e, Cast):
-        value = _eval(e.a, memory, env)
+
+    def visit_Logical(self, e: Any) -> Any:
+        a = bool(self.visit_expr(e.a))
+        return np.bool_((a and bool(self.visit_expr(e.b))) if e.op == "and"
+                        else (a or bool(self.visit_expr(e.b))))
+
+    def visit_Not(self, e: Any) -> Any:
+        return np.bool_(not self.visit_expr(e.a))
+
+    def visit_Select(self, e: Any) -> Any:
+        return self.visit_expr(e.a) if self.visit_expr(e.cond) else self.visit_expr(e.b)
+
+    def visit_Cast(self, e: Any) -> Any:
+        value = self.visit_expr(e.a)
         if e.dtype.kind in "iu" and np.asarray(value).dtype.kind == "f":
             value = np.trunc(value)
         return e.dtype.type(value)
-    if isinstance(e, Call) and e.func == "bitcast":
-        return np.asarray(_eval(e.args[0], memory, env), e.args[0].dtype).view(e.dtype)[()]
-    if isinstance(e, Call):
-        return e.dtype.type(_INTRINSICS[e.func](*(_eval(a, memory, env) for a in e.args)))
-    raise TypeError(f"cannot interpret {type(e).__name__}")
+
+    def visit_Call(self, e: Any) -> Any:
+        if e.func == "bitcast":
+            return np.asarray(self.visit_expr(e.args[0]), e.args[0].dtype).view(e.dtype)[()]
+        return e.dtype.type(_INTRINSICS[e.func](*(self.visit_expr(a) for a in e.args)))
 
 
 def _extreme(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:

@@ -17,8 +17,11 @@
 
 from __future__ import annotations
 
-from hetero.core.ir.tir.expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
+from typing import Any
+
+from hetero.core.ir.tir.expr import Expr
+from hetero.core.ir.tir.functor import ExprFunctor, StmtFunctor
+from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
 from hetero.core.ir.types import short_name
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
@@ -28,35 +31,84 @@ _PRECEDENCE = {"or": 1, "and": 2, "lt": 3, "le": 3, "gt": 3, "ge": 3, "eq": 3, "
                "add": 4, "sub": 4, "mul": 5, "div": 5, "floordiv": 5, "mod": 5}
 
 
-def format_expr(e: Expr, parent: int = 0) -> str:
-    """An expression as text, with only the parentheses precedence needs."""
-    from hetero.core.ir.tir.compute import Reduce
+class _Printer(ExprFunctor[str], StmtFunctor[list[str]]):
+    """Expressions to text (``parent``: the precedence around them), statements to lines."""
 
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, Const):
+    def visit_Var(self, e: Any, parent: int) -> str:
+        return e.name  # type: ignore[no-any-return]
+
+    def visit_Const(self, e: Any, parent: int) -> str:
         return repr(e.value)
-    if isinstance(e, (Binary, Compare, Logical)) and e.op in _INFIX:
+
+    def visit_Binary(self, e: Any, parent: int) -> str:
+        if e.op not in _INFIX:
+            return f"{e.op}({self.visit_expr(e.a, 0)}, {self.visit_expr(e.b, 0)})"
         prec = _PRECEDENCE[e.op]
         # Left-associative: the right operand of an equal-precedence op needs brackets.
-        text = f"{format_expr(e.a, prec)} {_INFIX[e.op]} {format_expr(e.b, prec + 1)}"
+        text = f"{self.visit_expr(e.a, prec)} {_INFIX[e.op]} {self.visit_expr(e.b, prec + 1)}"
         return f"({text})" if prec < parent else text
-    if isinstance(e, Binary):
-        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
-    if isinstance(e, Not):
-        return f"not {format_expr(e.a, 6)}"
-    if isinstance(e, Select):
-        return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
-    if isinstance(e, Cast):
-        return f"{short_name(e.dtype)}({format_expr(e.a)})"
-    if isinstance(e, Load):
-        return f"{e.buffer.name}[{', '.join(format_expr(i) for i in e.indices)}]"
-    if isinstance(e, Call):
-        return f"{e.func}({', '.join(format_expr(a) for a in e.args)})"
-    if isinstance(e, Reduce):
+
+    visit_Compare = visit_Binary
+    visit_Logical = visit_Binary
+
+    def visit_Not(self, e: Any, parent: int) -> str:
+        return f"not {self.visit_expr(e.a, 6)}"
+
+    def visit_Select(self, e: Any, parent: int) -> str:
+        return f"select({self.visit_expr(e.cond, 0)}, {self.visit_expr(e.a, 0)}, {self.visit_expr(e.b, 0)})"
+
+    def visit_Cast(self, e: Any, parent: int) -> str:
+        return f"{short_name(e.dtype)}({self.visit_expr(e.a, 0)})"
+
+    def visit_Load(self, e: Any, parent: int) -> str:
+        return f"{e.buffer.name}[{self._list(e.indices)}]"
+
+    def visit_Call(self, e: Any, parent: int) -> str:
+        return f"{e.func}({self._list(e.args)})"
+
+    def visit_Reduce(self, e: Any, parent: int) -> str:
         axes = ", ".join(f"{a.var.name}<{a.extent}" for a in e.axes)
-        return f"{e.combiner}({format_expr(e.source)} over {axes})"
-    raise TypeError(f"cannot print {type(e).__name__}")
+        return f"{e.combiner}({self.visit_expr(e.source, 0)} over {axes})"
+
+    def _list(self, exprs: tuple[Expr, ...]) -> str:
+        return ", ".join(self.visit_expr(x, 0) for x in exprs)
+
+    def visit_Store(self, s: Any, pad: str) -> list[str]:
+        return [f"{pad}{s.buffer.name}[{self._list(s.indices)}] = {self.visit_expr(s.value, 0)}"]
+
+    def visit_For(self, s: Any, pad: str) -> list[str]:
+        kind = "" if s.kind is ForKind.SERIAL else f" {s.kind.value}"
+        if s.thread_axis:
+            kind += f"({s.thread_axis})"
+        notes = "".join(f" {k}={v}" for k, v in s.annotations)
+        return self._nest(f"{pad}for {s.var.name} in range({s.extent}){kind}{notes}", s.body, pad)
+
+    def visit_Seq(self, s: Any, pad: str) -> list[str]:
+        return [line for part in s.stmts for line in self.visit_stmt(part, pad)]
+
+    def visit_Allocate(self, s: Any, pad: str) -> list[str]:
+        b = s.buffer
+        return self._nest(f"{pad}alloc {b.name}: {_buffer_type(b)} {b.scope}", s.body, pad)
+
+    def visit_Block(self, s: Any, pad: str) -> list[str]:
+        return self._nest(f"{pad}block {s.name}", s.body, pad)
+
+    def visit_IfThenElse(self, s: Any, pad: str) -> list[str]:
+        lines = [f"{pad}if {self.visit_expr(s.cond, 0)} {{", *self.visit_stmt(s.then, pad + "  ")]
+        if s.otherwise is not None:
+            lines += [f"{pad}}} else {{", *self.visit_stmt(s.otherwise, pad + "  ")]
+        return [*lines, f"{pad}}}"]
+
+    def _nest(self, head: str, body: Stmt, pad: str) -> list[str]:
+        return [f"{head} {{", *self.visit_stmt(body, pad + "  "), f"{pad}}}"]
+
+
+_PRINTER = _Printer()
+
+
+def format_expr(e: Expr, parent: int = 0) -> str:
+    """An expression as text, with only the parentheses precedence needs."""
+    return _PRINTER.visit_expr(e, parent)
 
 
 def _buffer_type(buffer: object) -> str:
@@ -65,31 +117,7 @@ def _buffer_type(buffer: object) -> str:
 
 def format_stmt(s: Stmt, indent: int = 0) -> list[str]:
     """A statement as indented lines."""
-    pad = "  " * indent
-    if isinstance(s, Store):
-        index = ", ".join(format_expr(i) for i in s.indices)
-        return [f"{pad}{s.buffer.name}[{index}] = {format_expr(s.value)}"]
-    if isinstance(s, For):
-        kind = "" if s.kind is ForKind.SERIAL else f" {s.kind.value}"
-        if s.thread_axis:
-            kind += f"({s.thread_axis})"
-        notes = "".join(f" {k}={v}" for k, v in s.annotations)
-        head = f"{pad}for {s.var.name} in range({s.extent}){kind}{notes} {{"
-        return [head, *format_stmt(s.body, indent + 1), f"{pad}}}"]
-    if isinstance(s, Seq):
-        return [line for part in s.stmts for line in format_stmt(part, indent)]
-    if isinstance(s, Allocate):
-        b = s.buffer
-        head = f"{pad}alloc {b.name}: {_buffer_type(b)} {b.scope} {{"
-        return [head, *format_stmt(s.body, indent + 1), f"{pad}}}"]
-    if isinstance(s, Block):
-        return [f"{pad}block {s.name} {{", *format_stmt(s.body, indent + 1), f"{pad}}}"]
-    if isinstance(s, IfThenElse):
-        lines = [f"{pad}if {format_expr(s.cond)} {{", *format_stmt(s.then, indent + 1)]
-        if s.otherwise is not None:
-            lines += [f"{pad}}} else {{", *format_stmt(s.otherwise, indent + 1)]
-        return [*lines, f"{pad}}}"]
-    raise TypeError(f"cannot print {type(s).__name__}")
+    return _PRINTER.visit_stmt(s, "  " * indent)
 
 
 def format_func(f: PrimFunc) -> str:

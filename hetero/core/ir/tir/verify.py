@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hetero.core.ir.tir.buffer import SCOPES, Buffer
-from hetero.core.ir.tir.expr import BINARY_OPS, INT_ONLY_OPS, INTRINSICS, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
-from hetero.core.ir.tir.visit import exprs_of
+from hetero.core.ir.tir.expr import BINARY_OPS, INT_ONLY_OPS, INTRINSICS, Expr, Var
+from hetero.core.ir.tir.functor import ExprVisitor, StmtFunctor
+from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
 from hetero.errors import VerificationError
 
 
@@ -18,7 +20,7 @@ def func_problems(func: PrimFunc) -> list[str]:
     for b in func.params:
         if b.scope != "global":
             found.append(f"parameter {b.name} must be in global scope, not {b.scope}")
-    _check_stmt(func.body, set(func.params), set(), found)
+    _Verifier(set(func.params), found).visit_stmt(func.body)
     return [f"func {func.name}: {p}" for p in found]
 
 
@@ -30,75 +32,111 @@ def verify_func(func: PrimFunc) -> PrimFunc:
     return func
 
 
-def _check_access(buffer: Buffer, indices: tuple[Expr, ...], buffers: set[Buffer],
-                  what: str, found: list[str]) -> None:
-    if buffer not in buffers:
-        found.append(f"{what} {buffer.name}: buffer is not a parameter or an enclosing allocation")
-    if len(indices) != len(buffer.shape):
-        found.append(f"{what} {buffer.name}: {len(indices)} indices for rank {len(buffer.shape)}")
-    for i in indices:
-        if i.dtype.kind not in "iu":
-            found.append(f"{what} {buffer.name}: index of dtype {i.dtype}")
+class _Verifier(StmtFunctor[None], ExprVisitor):
+    """Walks a function body with the buffers and loop variables in scope, appending one
+    message per broken rule to ``found``."""
 
+    def __init__(self, buffers: set[Buffer], found: list[str]) -> None:
+        self.buffers = buffers
+        self.loop_vars: set[Var] = set()
+        self.found = found
 
-def _check_expr(e: Expr, buffers: set[Buffer], loop_vars: set[Var], found: list[str]) -> None:
-    for sub in exprs_of(e):
-        if isinstance(sub, Var) and sub not in loop_vars:
-            found.append(f"variable {sub.name} is used outside any loop that binds it")
-        elif isinstance(sub, Load):
-            _check_access(sub.buffer, sub.indices, buffers, "load of", found)
-        elif isinstance(sub, Binary):
-            if sub.op not in BINARY_OPS:
-                found.append(f"unknown binary op {sub.op}")
-            if not sub.a.dtype == sub.b.dtype == sub.dtype:
-                found.append(f"{sub.op} mixes {sub.a.dtype} and {sub.b.dtype}")
-            if sub.op in INT_ONLY_OPS and sub.dtype.kind not in "iu":
-                found.append(f"{sub.op} of {sub.dtype}: shifts and bitwise ops take integers")
-        elif isinstance(sub, (Compare, Logical)) and sub.a.dtype != sub.b.dtype:
-            found.append(f"{sub.op} compares {sub.a.dtype} with {sub.b.dtype}")
-        elif isinstance(sub, Select) and not (sub.a.dtype == sub.b.dtype == sub.dtype):
-            found.append(f"select mixes {sub.a.dtype} and {sub.b.dtype}")
-        elif isinstance(sub, (Not,)) and sub.a.dtype.kind != "b":
-            found.append("not of a non-boolean")
-        elif isinstance(sub, Call) and sub.func not in INTRINSICS:
-            found.append(f"unknown intrinsic {sub.func}")
-        elif isinstance(sub, Cast):
-            pass
+    def _access(self, buffer: Buffer, indices: tuple[Expr, ...], what: str) -> None:
+        if buffer not in self.buffers:
+            self.found.append(f"{what} {buffer.name}: buffer is not a parameter or an enclosing allocation")
+        if len(indices) != len(buffer.shape):
+            self.found.append(f"{what} {buffer.name}: {len(indices)} indices for rank {len(buffer.shape)}")
+        for i in indices:
+            if i.dtype.kind not in "iu":
+                self.found.append(f"{what} {buffer.name}: index of dtype {i.dtype}")
 
+    # -- expressions --------------------------------------------------------------------
 
-def _check_stmt(s: Stmt, buffers: set[Buffer], loop_vars: set[Var], found: list[str]) -> None:
-    if isinstance(s, Store):
-        _check_access(s.buffer, s.indices, buffers, "store to", found)
+    def visit_Var(self, e: Any) -> None:
+        if e not in self.loop_vars:
+            self.found.append(f"variable {e.name} is used outside any loop that binds it")
+
+    def visit_Load(self, e: Any) -> None:
+        self._access(e.buffer, e.indices, "load of")
+        super().visit_Load(e)
+
+    def visit_Binary(self, e: Any) -> None:
+        super().visit_Binary(e)
+        if e.op not in BINARY_OPS:
+            self.found.append(f"unknown binary op {e.op}")
+        if not e.a.dtype == e.b.dtype == e.dtype:
+            self.found.append(f"{e.op} mixes {e.a.dtype} and {e.b.dtype}")
+        if e.op in INT_ONLY_OPS and e.dtype.kind not in "iu":
+            self.found.append(f"{e.op} of {e.dtype}: shifts and bitwise ops take integers")
+
+    def visit_Compare(self, e: Any) -> None:
+        super().visit_Compare(e)
+        if e.a.dtype != e.b.dtype:
+            self.found.append(f"{e.op} compares {e.a.dtype} with {e.b.dtype}")
+
+    visit_Logical = visit_Compare
+
+    def visit_Select(self, e: Any) -> None:
+        super().visit_Select(e)
+        if not (e.a.dtype == e.b.dtype == e.dtype):
+            self.found.append(f"select mixes {e.a.dtype} and {e.b.dtype}")
+
+    def visit_Not(self, e: Any) -> None:
+        super().visit_Not(e)
+        if e.a.dtype.kind != "b":
+            self.found.append("not of a non-boolean")
+
+    def visit_Call(self, e: Any) -> None:
+        super().visit_Call(e)
+        if e.func not in INTRINSICS:
+            self.found.append(f"unknown intrinsic {e.func}")
+
+    # -- statements ---------------------------------------------------------------------
+
+    def visit_Store(self, s: Any) -> None:
+        self._access(s.buffer, s.indices, "store to")
         for i in s.indices:
-            _check_expr(i, buffers, loop_vars, found)
-        _check_expr(s.value, buffers, loop_vars, found)
+            self.visit_expr(i)
+        self.visit_expr(s.value)
         if s.value.dtype != s.buffer.dtype:
-            found.append(f"store to {s.buffer.name}: value is {s.value.dtype}, buffer {s.buffer.dtype}")
-    elif isinstance(s, For):
-        if s.var in loop_vars:
-            found.append(f"loop variable {s.var.name} is bound twice in one nest")
+            self.found.append(f"store to {s.buffer.name}: value is {s.value.dtype}, buffer {s.buffer.dtype}")
+
+    def visit_For(self, s: Any) -> None:
+        if s.var in self.loop_vars:
+            self.found.append(f"loop variable {s.var.name} is bound twice in one nest")
         if s.extent < 1:
-            found.append(f"loop {s.var.name} has extent {s.extent}")
+            self.found.append(f"loop {s.var.name} has extent {s.extent}")
         if (s.kind is ForKind.THREAD_BINDING) != (s.thread_axis is not None):
-            found.append(f"loop {s.var.name}: a thread axis goes with THREAD_BINDING loops only")
-        _check_stmt(s.body, buffers, loop_vars | {s.var}, found)
-    elif isinstance(s, Allocate):
+            self.found.append(f"loop {s.var.name}: a thread axis goes with THREAD_BINDING loops only")
+        outer = self.loop_vars
+        self.loop_vars = outer | {s.var}
+        self.visit_stmt(s.body)
+        self.loop_vars = outer
+
+    def visit_Allocate(self, s: Any) -> None:
         if s.buffer.scope not in SCOPES:
-            found.append(f"allocation {s.buffer.name}: unknown scope {s.buffer.scope}")
-        if any(b.name == s.buffer.name for b in buffers):
-            found.append(f"allocation {s.buffer.name}: name already in use")
-        _check_stmt(s.body, buffers | {s.buffer}, loop_vars, found)
-    elif isinstance(s, Block):
-        _check_stmt(s.body, buffers, loop_vars, found)
-    elif isinstance(s, Seq):
+            self.found.append(f"allocation {s.buffer.name}: unknown scope {s.buffer.scope}")
+        if any(b.name == s.buffer.name for b in self.buffers):
+            self.found.append(f"allocation {s.buffer.name}: name already in use")
+        outer = self.buffers
+        self.buffers = outer | {s.buffer}
+        self.visit_stmt(s.body)
+        self.buffers = outer
+
+    def visit_Block(self, s: Any) -> None:
+        self.visit_stmt(s.body)
+
+    def visit_Seq(self, s: Any) -> None:
         for part in s.stmts:
-            _check_stmt(part, buffers, loop_vars, found)
-    elif isinstance(s, IfThenElse):
-        _check_expr(s.cond, buffers, loop_vars, found)
+            self.visit_stmt(part)
+
+    def visit_IfThenElse(self, s: Any) -> None:
+        self.visit_expr(s.cond)
         if s.cond.dtype.kind != "b":
-            found.append("if condition is not boolean")
-        _check_stmt(s.then, buffers, loop_vars, found)
+            self.found.append("if condition is not boolean")
+        self.visit_stmt(s.then)
         if s.otherwise is not None:
-            _check_stmt(s.otherwise, buffers, loop_vars, found)
-    else:
-        found.append(f"unknown statement {type(s).__name__}")
+            self.visit_stmt(s.otherwise)
+
+    def visit_Stmt(self, s: Stmt) -> None:
+        self.found.append(f"unknown statement {type(s).__name__}")
