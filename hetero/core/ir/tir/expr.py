@@ -35,11 +35,15 @@ BOOL = np.dtype("bool")
 #: ``b >= 0``: a shift by the bit width or more gives 0, or -1 for a negative ``a``;
 #: ``shl`` (integers only) is ``a * 2**b`` wrapped to the dtype, 0 for ``b`` of the bit
 #: width or more (a negative ``b`` reads as such an amount); ``bit_and``, ``bit_or``,
-#: ``bit_xor`` (integers only) act on the two's-complement bits.
+#: ``bit_xor`` (integers only) act on the two's-complement bits. ``tdiv`` (integers
+#: only) and ``trem`` are the primitives :mod:`hetero.core.ir.tir.legalize` rewrites
+#: ``div``, ``floordiv`` and ``mod`` into: C's ``/`` and ``%`` (``fmod`` for floats),
+#: truncating toward zero, defined only for a divisor that is not 0 (and, for signed
+#: integers, not -1 with the type's minimum as dividend).
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow", "shr",
-              "shl", "bit_and", "bit_or", "bit_xor")
+              "shl", "bit_and", "bit_or", "bit_xor", "tdiv", "trem")
 #: The binary ops defined on integers only.
-INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor")
+INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor", "tdiv")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
 #: Intrinsic functions every renderer provides. ``bitcast`` (built by :func:`bitcast`)
@@ -211,7 +215,7 @@ def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
     if x.dtype != y.dtype:
         raise TypeError(f"{op} of {x.dtype} and {y.dtype}: cast one side first")
     if op in INT_ONLY_OPS and x.dtype.kind not in "iu":
-        kind = "shifts" if op in ("shr", "shl") else "bitwise ops"
+        kind = {"shr": "shifts", "shl": "shifts", "tdiv": "tdiv"}.get(op, "bitwise ops")
         raise TypeError(f"{op} of {x.dtype}: {kind} take integers")
     if x.dtype.kind in "iu":
         simplified = _fold_int(op, x, y)

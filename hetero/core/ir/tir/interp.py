@@ -131,6 +131,15 @@ def _extreme(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
     return b if (b < a if op == "min" else b > a) else a
 
 
+def _truncated_quotient(a: int, b: int) -> int:
+    """C's ``a / b`` on exact integers, toward zero; 0 for a zero divisor (outside the
+    primitive's domain: the interpreter stays total)."""
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
     with np.errstate(all="ignore"):
         if op == "add":
@@ -145,6 +154,10 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
             r = a // b
         elif op == "mod":
             r = a % b
+        elif op == "tdiv":
+            r = _truncated_quotient(int(a), int(b))
+        elif op == "trem":
+            r = np.fmod(a, b) if dtype.kind == "f" else int(a) - int(b) * _truncated_quotient(int(a), int(b))
         elif op in ("min", "max"):
             r = _extreme(op, a, b, dtype)
         elif op == "shr":
