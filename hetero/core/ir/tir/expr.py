@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
+from hetero.core.ir.tir import registry
+
 if TYPE_CHECKING:
     from hetero.core.ir.tir.buffer import Buffer
 
@@ -46,14 +48,13 @@ BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow"
 INT_ONLY_OPS = ("shr", "shl", "bit_and", "bit_or", "bit_xor", "tdiv")
 COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL_OPS = ("and", "or")
-#: Intrinsic functions every renderer provides. ``bitcast`` (built by :func:`bitcast`)
-#: reads its operand's bits as another dtype of the same width; ``fence`` is its float
-#: operand unchanged, rounded as computed: a renderer that fuses a multiply and an add
-#: must not fuse across it (where an op's reference rounds each step, as a coordinate
-#: that nearest sampling rounds).
-INTRINSICS = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even",
-              "expm1", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-              "asinh", "acosh", "atanh", "bitcast", "fence")
+#: Intrinsic functions every renderer provides: a live view of the intrinsic registry
+#: (:mod:`hetero.core.ir.tir.registry`, where plugins add theirs). ``bitcast`` (built by
+#: :func:`bitcast`) reads its operand's bits as another dtype of the same width;
+#: ``fence`` is its float operand unchanged, rounded as computed: a renderer that fuses
+#: a multiply and an add must not fuse across it (where an op's reference rounds each
+#: step, as a coordinate that nearest sampling rounds).
+INTRINSICS = registry.INTRINSICS
 
 ExprLike = Union["Expr", int, float, bool]
 
@@ -309,11 +310,15 @@ def cast(a: ExprLike, dtype: Any) -> Expr:
 
 
 def call(func: str, *args: ExprLike) -> Call:
-    """An intrinsic; its dtype is its first argument's."""
-    if func not in INTRINSICS:
-        raise ValueError(f"unknown intrinsic {func!r}; renderers provide {INTRINSICS}")
+    """A registered intrinsic applied to ``args``; its dtype is the registry's rule for it
+    (the first argument's for the built-in math functions)."""
+    entry = registry.intrinsic(func)
     exprs = tuple(as_expr(a) for a in args)
-    return Call(func, exprs, exprs[0].dtype)
+    if len(exprs) != entry.arity:
+        raise TypeError(f"intrinsic {func} takes {entry.arity} arguments, got {len(exprs)}")
+    if entry.result_dtype is None:
+        raise TypeError(f"intrinsic {func} has no dtype rule: build its Call with the dtype stated")
+    return Call(func, exprs, np.dtype(entry.result_dtype(tuple(e.dtype for e in exprs))))
 
 
 def bitcast(a: ExprLike, dtype: Any) -> Expr:
