@@ -17,8 +17,10 @@ from hetero.core.ir.tir.expr import Expr, Load, Var, ge, logical_and, lt
 from hetero.core.ir.tir.stmt import (
     Allocate,
     Block,
+    BlockIter,
     For,
     IfThenElse,
+    IterKind,
     PrimFunc,
     Seq,
     Stmt,
@@ -77,7 +79,7 @@ def _copy_block(name: str, src: Buffer, dst: Buffer, used: set[str]) -> Block:
     body: Stmt = Store(dst, tuple(axes), src[tuple(axes)])
     for var, extent in reversed(list(zip(axes, src.shape))):
         body = For(var, extent, body)
-    return Block(name, body, dst)
+    return Block(name, body, dst, tuple(BlockIter(v, n, IterKind.SPATIAL) for v, n in zip(axes, src.shape)))
 
 
 def _all_names(func: PrimFunc) -> set[str]:

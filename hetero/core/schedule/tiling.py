@@ -19,7 +19,9 @@ from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.expr import (
     Compare, Const, Expr, Load, Logical, Var, as_expr, const, lt, minimum, select,
 )
-from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
+from hetero.core.ir.tir.stmt import (
+    Allocate, Block, BlockIter, For, ForKind, IfThenElse, IterKind, PrimFunc, Seq, Stmt, Store, seq,
+)
 from hetero.core.ir.tir.visit import ExprFn, exprs_of, map_expr, map_stmt, substitute_stmt
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.stages import _all_names, _exprs_of_stmt, _loads
@@ -180,7 +182,8 @@ def pack(func: PrimFunc, block_path: Path, buffer_name: str, axis: int, factor: 
     copy: Stmt = Store(new, tuple(axes), value)
     for var, extent in reversed(list(zip(axes, new.shape))):
         copy = For(var, extent, copy)
-    staged = Allocate(new, seq(Block(new.name, copy, new), redirected))
+    iters = tuple(BlockIter(v, n, IterKind.SPATIAL) for v, n in zip(axes, new.shape))
+    staged = Allocate(new, seq(Block(new.name, copy, new, iters), redirected))
     return replace_at(root, block_path, staged), new.name
 
 

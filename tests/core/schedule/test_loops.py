@@ -22,7 +22,7 @@ def test_split_divisible_has_no_guard() -> None:
     _i, j = sch.get_loops(sch.get_block("C"))
     assert sch.split(j, [2, None]) == [LoopRef("C", "j_0"), LoopRef("C", "j_1")]
     assert body_of(sch.func) == dedent("""\
-        block C {
+        block C [spatial i:6, j:10] {
           for i in range(6) {
             for j_0 in range(2) {
               for j_1 in range(5) {
@@ -39,7 +39,7 @@ def test_split_non_divisible_guards_the_original_bound() -> None:
     _, j = sch.get_loops(sch.get_block("C"))
     sch.split(j, [None, 4])
     assert body_of(sch.func) == dedent("""\
-        block C {
+        block C [spatial i:6, j:10] {
           for i in range(6) {
             for j_0 in range(3) {
               for j_1 in range(4) {
@@ -91,7 +91,7 @@ def test_reorder_swaps_a_perfect_nest() -> None:
     i, j = sch.get_loops(sch.get_block("C"))
     sch.reorder(j, i)
     assert body_of(sch.func) == dedent("""\
-        block C {
+        block C [spatial i:6, j:10] {
           for j in range(10) {
             for i in range(6) {
               C[i, j] = A[i, j] + B[i, j]
@@ -121,7 +121,7 @@ def test_fuse_makes_one_loop_and_divides_its_index() -> None:
     i, j = sch.get_loops(sch.get_block("C"))
     assert sch.fuse(i, j) == LoopRef("C", "i_j_fused")
     assert body_of(sch.func) == dedent("""\
-        block C {
+        block C [spatial i:6, j:10] {
           for i_j_fused in range(60) {
             C[i_j_fused // 10, i_j_fused % 10] = A[i_j_fused // 10, i_j_fused % 10] + B[i_j_fused // 10, i_j_fused % 10]
           }
@@ -150,7 +150,7 @@ def test_tile_splits_then_puts_outer_parts_first() -> None:
     tiles = sch.tile([i, j], [4, 2])
     assert [l.name for l in tiles] == ["i_0", "j_0", "i_1", "j_1"]
     assert body_of(sch.func).startswith(dedent("""\
-        block Y {
+        block Y [spatial i:6, j:5; reduction r:8] {
           for i_0 in range(2) {
             for j_0 in range(3) {
               for i_1 in range(4) {

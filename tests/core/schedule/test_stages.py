@@ -40,14 +40,14 @@ def test_cache_read_copies_the_buffer_before_the_block() -> None:
     assert sch.cache_read(sch.get_block("Y"), "X", "shared") == BlockRef("X_shared")
     assert body_of(sch.func) == dedent("""\
         alloc X_shared: f32[6,8] shared {
-          block X_shared {
+          block X_shared [spatial ax0:6, ax1:8] {
             for ax0 in range(6) {
               for ax1 in range(8) {
                 X_shared[ax0, ax1] = X[ax0, ax1]
               }
             }
           }
-          block Y {
+          block Y [spatial i:6, j:5; reduction r:8] {
             for i in range(6) {
               for j in range(5) {
                 alloc Y_acc: f32[1] local {
@@ -68,10 +68,10 @@ def test_cache_write_computes_into_the_cache_and_copies_it_out() -> None:
     sch = Schedule(matmul())
     assert sch.cache_write(sch.get_block("Y"), "local") == BlockRef("Y_local")
     text = body_of(sch.func)
-    assert text.startswith("alloc Y_local: f32[6,5] local {\n  block Y {")
+    assert text.startswith("alloc Y_local: f32[6,5] local {\n  block Y [spatial i:6, j:5; reduction r:8] {")
     assert "      Y_local[i, j] = max(Y_acc[0], 0.0)" in text
     assert text.endswith(dedent("""\
-          block Y_local {
+          block Y_local [spatial ax0:6, ax1:5] {
             for ax0 in range(6) {
               for ax1 in range(5) {
                 Y[ax0, ax1] = Y_local[ax0, ax1]
@@ -100,9 +100,9 @@ def test_compute_at_fills_one_row_per_iteration() -> None:
     sch.compute_at(sch.get_block("B"), i)
     assert body_of(sch.func) == dedent("""\
         alloc B: f32[6,10] global {
-          block C {
+          block C [spatial i:6, j:10] {
             for i in range(6) {
-              block B {
+              block B [spatial i:6, j:10] {
                 for j in range(10) {
                   B[i, j] = A[i, j] * 2.0
                 }
@@ -124,9 +124,9 @@ def test_compute_at_covers_affine_offsets_and_guards_the_edge() -> None:
     sch.compute_at(sch.get_block("B"), i0)
     assert body_of(sch.func) == dedent("""\
         alloc B: f32[12] global {
-          block C {
+          block C [spatial i:10] {
             for i_0 in range(3) {
-              block B {
+              block B [spatial i:12] {
                 for i in range(6) {
                   if i_0 * 4 + i < 12 {
                     B[i_0 * 4 + i] = A[i_0 * 4 + i] * 2.0 + 1.0
@@ -152,10 +152,10 @@ def test_cache_read_then_compute_at_stages_a_sliding_window() -> None:
     sch.compute_at(x_local, p)
     assert body_of(sch.func) == dedent("""\
         alloc X_local: f32[3,10] local {
-          block Y {
+          block Y [spatial o:4, p:8; reduction c:3, k:3] {
             for o in range(4) {
               for p in range(8) {
-                block X_local {
+                block X_local [spatial ax0:3, ax1:10] {
                   for ax0 in range(3) {
                     for ax1 in range(3) {
                       X_local[ax0, p + ax1] = X[ax0, p + ax1]
@@ -234,7 +234,7 @@ def test_compute_inline_substitutes_the_stage() -> None:
     sch = Schedule(chain())
     sch.compute_inline(sch.get_block("B"))
     assert body_of(sch.func) == dedent("""\
-        block C {
+        block C [spatial i:10] {
           for i in range(10) {
             C[i] = A[i] * 2.0 + 1.0 + (A[i + 2] * 2.0 + 1.0)
           }

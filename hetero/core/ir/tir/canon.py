@@ -41,11 +41,11 @@ def canonical_names(func: PrimFunc) -> PrimFunc:
 
     def stmt(s: Stmt) -> Stmt | None:
         if isinstance(s, Store):
-            return Store(rename(s.buffer), s.indices, s.value)
+            return dataclasses.replace(s, buffer=rename(s.buffer))
         if isinstance(s, Allocate):
-            return Allocate(rename(s.buffer), s.body)
+            return dataclasses.replace(s, buffer=rename(s.buffer))
         if isinstance(s, Block):
-            return Block(blocks[s.name], s.body, rename(s.writes))
+            return dataclasses.replace(s, name=blocks[s.name], writes=rename(s.writes))
         return None
 
     body = map_stmt(func.body, stmt, expr)

@@ -25,7 +25,7 @@ import numpy as np
 
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.expr import Expr, ExprLike, Load, Var, as_expr, binary, const
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Stmt, Store, seq
+from hetero.core.ir.tir.stmt import Allocate, Block, BlockIter, For, IterKind, PrimFunc, Stmt, Store, seq
 from hetero.core.ir.tir.visit import map_expr, map_stmt, substitute
 
 COMBINERS = ("sum", "max", "min", "prod")
@@ -178,7 +178,8 @@ def lower(name: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Pri
 
     Parameters are ``inputs`` then ``outputs``. Inline stages are substituted into
     their consumers; other intermediate stages get a buffer allocated around the
-    stages after them. Each remaining stage becomes a :class:`Block` of its name.
+    stages after them. Each remaining stage becomes a :class:`Block` of its name, with
+    its definition's iterators: the output's axes spatial, its reduction axes reductions.
     """
     order = stages(outputs)
     missing = [t.name for t in order if t.is_placeholder and t not in inputs]
@@ -254,4 +255,6 @@ def _lower_stage(t: Tensor, inlined: dict[Buffer, Tensor]) -> Block:
         inner = Allocate(acc, seq(Store(acc, zero, r.init), update, inner))
     for var, extent in reversed(list(zip(t.axes, t.shape))):
         inner = For(var, extent, inner)
-    return Block(t.name, inner, t.buffer)
+    iters = tuple(BlockIter(v, n, IterKind.SPATIAL) for v, n in zip(t.axes, t.shape))
+    iters += tuple(BlockIter(a.var, a.extent, IterKind.REDUCTION) for r in reduces for a in r.axes)
+    return Block(t.name, inner, t.buffer, iters)

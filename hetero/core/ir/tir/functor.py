@@ -142,6 +142,12 @@ class StmtVisitor(StmtFunctor[None]):
         if s.otherwise is not None:
             self.visit_stmt(s.otherwise)
 
+    def visit_Barrier(self, s: Any) -> None:
+        pass
+
+    def visit_Evaluate(self, s: Any) -> None:
+        self.visit_expr(s.call)
+
 
 class StmtExprVisitor(StmtVisitor, ExprVisitor):
     """Walk statements and every expression they hold."""
@@ -218,6 +224,12 @@ class StmtMutator(StmtFunctor[Stmt]):
         otherwise = None if s.otherwise is None else self.visit_stmt(s.otherwise)
         return _rebuilt(s, cond=self.visit_expr(s.cond), then=self.visit_stmt(s.then),  # type: ignore[no-any-return]
                         otherwise=otherwise)
+
+    def visit_Barrier(self, s: Any) -> Stmt:
+        return s  # type: ignore[no-any-return]
+
+    def visit_Evaluate(self, s: Any) -> Stmt:
+        return _rebuilt(s, call=self.visit_expr(s.call))  # type: ignore[no-any-return]
 
 
 class StmtExprMutator(StmtMutator, ExprMutator):

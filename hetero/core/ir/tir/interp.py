@@ -2,33 +2,25 @@
 
 Slow (a Python loop per iteration) and exact about dtypes: it is how tests check
 that a schedule or a lowering keeps a function's meaning, independently of any
-renderer.
+renderer. Integer ``div``, ``floordiv`` and ``mod`` are computed on exact integers
+(a zero divisor gives 0, ``MIN // -1`` wraps to ``MIN``, as the renderers do);
+intrinsics run their registered numpy reference. Loops of every kind run their
+iterations one after another, so a ``Barrier`` has nothing to wait for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-import math
 from typing import Any
 
 import numpy as np
 
+from hetero.core.ir.tir import registry
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.functor import ExprFunctor, StmtFunctor
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.verify import verify_func
 from hetero.errors import InputError
-
-_INTRINSICS = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
-    "floor": np.floor, "ceil": np.ceil, "round_even": np.rint,
-    "expm1": np.expm1, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-    "erf": lambda x: type(x)(math.erf(float(x))),
-    "fence": lambda x: x,
-}
-
 
 def run_func(func: PrimFunc, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run ``func``: ``arrays`` gives every parameter by name (outputs are written in place
@@ -117,9 +109,17 @@ class _Interpreter(ExprFunctor[Any], StmtFunctor[None]):
         return e.dtype.type(value)
 
     def visit_Call(self, e: Any) -> Any:
-        if e.func == "bitcast":
-            return np.asarray(self.visit_expr(e.args[0]), e.args[0].dtype).view(e.dtype)[()]
-        return e.dtype.type(_INTRINSICS[e.func](*(self.visit_expr(a) for a in e.args)))
+        entry = registry.intrinsic(e.func)
+        args = [a.dtype.type(self.visit_expr(a)) for a in e.args]
+        with np.errstate(all="ignore"):
+            value = entry.reference(*args) if entry.result_dtype else entry.reference(*args, dtype=e.dtype)
+        return e.dtype.type(value)
+
+    def visit_Barrier(self, s: Any) -> None:
+        """Threads run one after another here, so there is no one to wait for."""
+
+    def visit_Evaluate(self, s: Any) -> None:
+        self.visit_expr(s.call)
 
 
 def _extreme(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
@@ -140,7 +140,27 @@ def _truncated_quotient(a: int, b: int) -> int:
     return q if (a < 0) == (b < 0) else -q
 
 
+def _int_division(op: str, a: int, b: int) -> int:
+    """``div`` (truncating), ``floordiv`` or ``mod`` (floored: the remainder takes the
+    divisor's sign) on exact integers; 0 for a zero divisor, as the renderers give."""
+    if b == 0:
+        return 0
+    if op == "div":
+        return _truncated_quotient(a, b)
+    return a // b if op == "floordiv" else a % b
+
+
+def _wrap(value: int, dtype: np.dtype) -> int:
+    """``value`` wrapped to ``dtype``'s two's-complement range (``MIN // -1`` is ``MIN``)."""
+    bits = 8 * dtype.itemsize
+    value %= 1 << bits
+    return value - (1 << bits) if dtype.kind == "i" and value >= 1 << (bits - 1) else value
+
+
 def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
+    if dtype.kind in "iu" and op in ("div", "floordiv", "mod"):
+        # On Python's exact integers: through float64 an int64 quotient loses its low bits.
+        return dtype.type(_wrap(_int_division(op, int(a), int(b)), dtype))
     with np.errstate(all="ignore"):
         if op == "add":
             r = a + b
@@ -149,7 +169,7 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
         elif op == "mul":
             r = a * b
         elif op == "div":
-            r = (a / b) if dtype.kind == "f" else (np.trunc(np.float64(a) / np.float64(b)) if b else 0)
+            r = a / b
         elif op == "floordiv":
             r = a // b
         elif op == "mod":
@@ -173,4 +193,4 @@ def _binary(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:
             r = {"bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}[op](a, b)
         else:
             r = a ** b
-    return dtype.type(r)
+    return dtype.type(_wrap(r, dtype) if isinstance(r, int) else r)

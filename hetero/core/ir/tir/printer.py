@@ -3,7 +3,7 @@
 ::
 
     func dense_relu(X: f32[4,8], W: f32[8,3], Y: f32[4,3]) {
-      block Y {
+      block Y [spatial i:4, j:3; reduction r:8] {
         for i in range(4) {
           for j in range(3) {
             alloc Y_acc: f32[1] local {
@@ -13,15 +13,21 @@
               }
               Y[i, j] = max(Y_acc[0], 0.0)
     ...
+
+A loop prints its kind, thread axis and annotations (``for k in range(64) pipelined
+ii=1 {``), an allocation its annotations (``alloc T: f32[64] shared
+partition=[cyclic(0, 4)] {``), a barrier as ``barrier(shared)`` and a call made for its
+effect as ``evaluate f(x)``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from hetero.core.ir.tir.buffer import Partition
 from hetero.core.ir.tir.expr import Expr
 from hetero.core.ir.tir.functor import ExprFunctor, StmtFunctor
-from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
+from hetero.core.ir.tir.stmt import ForKind, IterKind, PrimFunc, Stmt
 from hetero.core.ir.types import short_name
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
@@ -88,10 +94,22 @@ class _Printer(ExprFunctor[str], StmtFunctor[list[str]]):
 
     def visit_Allocate(self, s: Any, pad: str) -> list[str]:
         b = s.buffer
-        return self._nest(f"{pad}alloc {b.name}: {_buffer_type(b)} {b.scope}", s.body, pad)
+        notes = "".join(f" {k}={_partitions(v) if k == 'partition' else v}" for k, v in s.annotations)
+        return self._nest(f"{pad}alloc {b.name}: {_buffer_type(b)} {b.scope}{notes}", s.body, pad)
 
     def visit_Block(self, s: Any, pad: str) -> list[str]:
-        return self._nest(f"{pad}block {s.name}", s.body, pad)
+        iters = ""
+        if s.iters:
+            groups = [", ".join(f"{it.var.name}:{it.extent}" for it in s.iters if it.kind is kind)
+                      for kind in IterKind]
+            iters = " [" + "; ".join(f"{kind.value} {g}" for kind, g in zip(IterKind, groups) if g) + "]"
+        return self._nest(f"{pad}block {s.name}{iters}", s.body, pad)
+
+    def visit_Barrier(self, s: Any, pad: str) -> list[str]:
+        return [f"{pad}barrier({s.scope})"]
+
+    def visit_Evaluate(self, s: Any, pad: str) -> list[str]:
+        return [f"{pad}evaluate {self.visit_expr(s.call, 0)}"]
 
     def visit_IfThenElse(self, s: Any, pad: str) -> list[str]:
         lines = [f"{pad}if {self.visit_expr(s.cond, 0)} {{", *self.visit_stmt(s.then, pad + "  ")]
@@ -109,6 +127,10 @@ _PRINTER = _Printer()
 def format_expr(e: Expr, parent: int = 0) -> str:
     """An expression as text, with only the parentheses precedence needs."""
     return _PRINTER.visit_expr(e, parent)
+
+
+def _partitions(parts: tuple[Partition, ...]) -> str:
+    return "[" + ", ".join(f"{p.kind}({p.dim}{f', {p.factor}' if p.factor else ''})" for p in parts) + "]"
 
 
 def _buffer_type(buffer: object) -> str:

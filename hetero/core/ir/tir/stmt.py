@@ -1,19 +1,28 @@
 """Tensor-IR statements and functions.
 
 A :class:`PrimFunc` is a loop nest over buffers: ``For`` loops with a kind,
-``Store``, ``Allocate``, ``Seq`` and ``IfThenElse``. Statements are immutable;
-schedules and passes build new ones with :func:`dataclasses.replace`.
+``Store``, ``Allocate``, ``Seq``, ``IfThenElse``, ``Block`` (a stage), ``Barrier``
+(threads wait for each other) and ``Evaluate`` (a call made for its effect).
+Statements are immutable; schedules and passes build new ones with
+:func:`dataclasses.replace`.
+
+Loops and allocations carry ``annotations``: ``(key, value)`` pairs whose keys are
+registered with their meaning in :mod:`hetero.core.ir.tir.registry` (built in: a
+loop's initiation interval ``ii`` and ``unroll_factor``; an allocation's
+``partition``). :func:`annotate` sets one; a renderer that does not know a key may
+ignore it, as a hint, but the verifier checks every value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+import dataclasses
 from dataclasses import dataclass, field
 import enum
-from typing import Any
+from typing import Any, TypeVar
 
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Expr, Var
+from hetero.core.ir.tir.buffer import Buffer, Partition
+from hetero.core.ir.tir.expr import Call, Expr, Var
 
 
 class ForKind(enum.Enum):
@@ -25,6 +34,25 @@ class ForKind(enum.Enum):
     UNROLLED = "unrolled"  # the body is repeated `extent` times
     THREAD_BINDING = "thread_binding"  # bound to a hardware axis (thread_axis)
     PIPELINED = "pipelined"  # iterations overlap (HLS II=1, software pipelining)
+
+
+class IterKind(enum.Enum):
+    """What a block's iterator is to its computation."""
+
+    SPATIAL = "spatial"  # indexes the output: iterations write different elements
+    REDUCTION = "reduction"  # folded into one element: iterations combine into it
+
+
+@dataclass(frozen=True, eq=True)
+class BlockIter:
+    """One iterator of a block's definition: ``var`` over ``range(extent)``, of ``kind``."""
+
+    var: Var
+    extent: int
+    kind: IterKind
+
+
+Annotations = tuple[tuple[str, Any], ...]
 
 
 class Stmt:
@@ -45,7 +73,10 @@ class For(Stmt):
     """``for var in range(extent): body``, run as ``kind`` says.
 
     ``thread_axis`` names the hardware axis of a THREAD_BINDING loop
-    ("blockIdx.x", "threadIdx.x", ...); ``annotations`` carry renderer hints.
+    ("blockIdx.x", "threadIdx.x", ...: the registered thread axes); ``annotations``
+    carry renderer hints under registered keys (``ii``: the initiation interval of a
+    PIPELINED loop; ``unroll_factor``: unroll by that much), read with
+    :meth:`annotation` and set with :func:`annotate`.
     """
 
     var: Var
@@ -53,7 +84,11 @@ class For(Stmt):
     body: Stmt
     kind: ForKind = ForKind.SERIAL
     thread_axis: str | None = None
-    annotations: tuple[tuple[str, Any], ...] = ()
+    annotations: Annotations = ()
+
+    def annotation(self, key: str, default: Any = None) -> Any:
+        """The value annotated under ``key``, or ``default``."""
+        return dict(self.annotations).get(key, default)
 
 
 @dataclass(frozen=True, eq=True)
@@ -72,22 +107,63 @@ class IfThenElse(Stmt):
 
 @dataclass(frozen=True, eq=True)
 class Allocate(Stmt):
-    """``buffer`` exists (in its scope) while ``body`` runs."""
+    """``buffer`` exists (in its scope) while ``body`` runs.
+
+    ``annotations`` carry hints under registered buffer keys; ``partition`` (a tuple of
+    :class:`~hetero.core.ir.tir.buffer.Partition`, at most one a dimension) splits the
+    buffer into banks, as HLS's ARRAY_PARTITION does, so that a pipelined loop can read
+    several elements a cycle.
+    """
 
     buffer: Buffer
     body: Stmt
+    annotations: Annotations = ()
+
+    def annotation(self, key: str, default: Any = None) -> Any:
+        """The value annotated under ``key``, or ``default``."""
+        return dict(self.annotations).get(key, default)
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        """How the buffer is split into banks, by dimension (none: one bank)."""
+        return tuple(self.annotation("partition", ()))
 
 
 @dataclass(frozen=True, eq=True)
 class Block(Stmt):
     """A named computation stage (one compute definition), the unit schedules address.
 
-    ``body`` holds the stage's loop nest; ``writes`` names the buffer it produces.
+    ``body`` holds the stage's loop nest; ``writes`` names the buffer it produces;
+    ``iters`` are the iterators of its definition, each spatial (an output dimension)
+    or a reduction (an axis its value is folded over), as lowering knew them (empty for
+    a stage written as statements). Schedule primitives change the loops, not the
+    definition, so they keep ``iters``: a tuner reads there which axes it may run in
+    parallel and which carry a reduction.
     """
 
     name: str
     body: Stmt
     writes: Buffer
+    iters: tuple[BlockIter, ...] = ()
+
+
+@dataclass(frozen=True, eq=True)
+class Barrier(Stmt):
+    """Every thread sharing memory of ``scope`` waits here until all have arrived, and
+    their writes to it before the barrier are seen by their reads after it
+    (``__syncthreads()`` for ``"shared"``). A sequential run needs no wait."""
+
+    scope: str
+
+
+@dataclass(frozen=True, eq=True)
+class Evaluate(Stmt):
+    """``call`` made for its effect; its value is dropped (a registered intrinsic)."""
+
+    call: Call
+
+
+_Annotated = TypeVar("_Annotated", For, Allocate)
 
 
 @dataclass(frozen=True)
@@ -109,6 +185,14 @@ def seq(*stmts: Stmt) -> Stmt:
     for s in stmts:
         flat.extend(s.stmts if isinstance(s, Seq) else (s,))
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def annotate(stmt: _Annotated, key: str, value: Any) -> _Annotated:
+    """``stmt`` (a loop or an allocation) with ``key`` set to ``value`` (replacing any
+    earlier value of ``key``); keys keep their first position."""
+    pairs = dict(stmt.annotations)
+    pairs[key] = value
+    return dataclasses.replace(stmt, annotations=tuple(pairs.items()))
 
 
 def walk(stmt: Stmt) -> Iterator[Stmt]:

@@ -1,13 +1,21 @@
-"""The tensor-IR verifier: every buffer and variable in scope, every access well formed."""
+"""The tensor-IR verifier: every buffer and variable in scope, every access well formed,
+every scope, intrinsic, thread axis and annotation registered and used as its entry says.
+
+Thread bindings: a THREAD_BINDING loop's axis is a registered thread axis; no axis is
+bound twice on one path from the function's body; a block-level axis (``blockIdx``)
+never sits inside a thread-level one (``threadIdx``); every loop bound to one axis has
+the same extent (one launch has one grid and one block shape).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hetero.core.ir.tir.buffer import SCOPES, Buffer
-from hetero.core.ir.tir.expr import BINARY_OPS, INT_ONLY_OPS, INTRINSICS, Expr, Var
+from hetero.core.ir.tir import registry
+from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.tir.expr import BINARY_OPS, INT_ONLY_OPS, Call, Expr, Var
 from hetero.core.ir.tir.functor import ExprVisitor, StmtFunctor
-from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
+from hetero.core.ir.tir.stmt import Annotations, ForKind, PrimFunc, Stmt
 from hetero.errors import VerificationError
 
 
@@ -40,6 +48,42 @@ class _Verifier(StmtFunctor[None], ExprVisitor):
         self.buffers = buffers
         self.loop_vars: set[Var] = set()
         self.found = found
+        # The thread-bound loops around the statement being checked, outermost first.
+        self.bound: list[tuple[str, Var]] = []
+        # The first loop bound to each axis, and its extent.
+        self.extents: dict[str, tuple[Var, int]] = {}
+
+    def _annotations(self, annotations: Annotations, on: str, what: str) -> None:
+        keys = [k for k, _ in annotations]
+        if len(set(keys)) != len(keys):
+            self.found.append(f"{what}: annotation keys {keys} repeat")
+        for key, value in annotations:
+            try:
+                entry = registry.annotation_key(key, on)
+            except VerificationError as exc:
+                self.found.append(f"{what}: {exc}")
+                continue
+            problem = entry.check(value)
+            if problem is not None:
+                self.found.append(f"{what}: annotation {key} {problem}")
+
+    def _thread_binding(self, s: Any) -> None:
+        what = f"loop {s.var.name} bound to {s.thread_axis}"
+        if s.thread_axis not in registry.THREAD_AXES:
+            self.found.append(f"{what}: {registry.unknown_thread_axis(s.thread_axis)}")
+            return
+        level = registry.thread_axis(s.thread_axis).level
+        for axis, var in self.bound:
+            if axis == s.thread_axis:
+                self.found.append(f"{what}: loop {var.name} around it is bound to the same axis "
+                                  "(an axis is bound once on a path)")
+            elif level == "block" and registry.thread_axis(axis).level == "thread":
+                self.found.append(f"{what}: it sits inside loop {var.name} bound to thread axis {axis} "
+                                  "(block axes go outside thread axes)")
+        first = self.extents.setdefault(s.thread_axis, (s.var, s.extent))
+        if first[1] != s.extent:
+            self.found.append(f"{what}: extent {s.extent}, but loop {first[0].name} is bound to it with "
+                              f"extent {first[1]} (loops bound to one axis share its extent)")
 
     def _access(self, buffer: Buffer, indices: tuple[Expr, ...], what: str) -> None:
         if buffer not in self.buffers:
@@ -88,8 +132,17 @@ class _Verifier(StmtFunctor[None], ExprVisitor):
 
     def visit_Call(self, e: Any) -> None:
         super().visit_Call(e)
-        if e.func not in INTRINSICS:
-            self.found.append(f"unknown intrinsic {e.func}")
+        if e.func not in registry.INTRINSICS:
+            self.found.append(registry.unknown_intrinsic(e.func))
+            return
+        entry = registry.intrinsic(e.func)
+        if len(e.args) != entry.arity:
+            self.found.append(f"intrinsic {e.func} takes {entry.arity} arguments, got {len(e.args)}")
+        elif entry.result_dtype is not None:
+            want = entry.result_dtype(tuple(a.dtype for a in e.args))
+            if e.dtype != want:
+                self.found.append(f"intrinsic {e.func} of {[str(a.dtype) for a in e.args]} is {want}, "
+                                  f"the call says {e.dtype}")
 
     # -- statements ---------------------------------------------------------------------
 
@@ -108,23 +161,38 @@ class _Verifier(StmtFunctor[None], ExprVisitor):
             self.found.append(f"loop {s.var.name} has extent {s.extent}")
         if (s.kind is ForKind.THREAD_BINDING) != (s.thread_axis is not None):
             self.found.append(f"loop {s.var.name}: a thread axis goes with THREAD_BINDING loops only")
+        self._annotations(s.annotations, "loop", f"loop {s.var.name}")
+        if s.annotation("ii") is not None and s.kind is not ForKind.PIPELINED:
+            self.found.append(f"loop {s.var.name}: an initiation interval (ii) goes with PIPELINED loops "
+                              f"only, not {s.kind.value}")
+        bound = s.kind is ForKind.THREAD_BINDING and s.thread_axis is not None
+        if bound:
+            self._thread_binding(s)
+            self.bound.append((s.thread_axis, s.var))
         outer = self.loop_vars
         self.loop_vars = outer | {s.var}
         self.visit_stmt(s.body)
         self.loop_vars = outer
+        if bound:
+            self.bound.pop()
 
     def visit_Allocate(self, s: Any) -> None:
-        if s.buffer.scope not in SCOPES:
-            self.found.append(f"allocation {s.buffer.name}: unknown scope {s.buffer.scope}")
+        what = f"allocation {s.buffer.name}"
+        if s.buffer.scope not in registry.SCOPES:
+            self.found.append(f"{what}: {registry.unknown_scope(s.buffer.scope)}")
+        self._annotations(s.annotations, "buffer", what)
+        parts = s.annotation("partition", ())
+        if registry.annotation_key("partition", "buffer").check(parts) is None:
+            for p in parts:
+                problem = p.problem(s.buffer)
+                if problem is not None:
+                    self.found.append(f"{what}: {problem}")
         if any(b.name == s.buffer.name for b in self.buffers):
             self.found.append(f"allocation {s.buffer.name}: name already in use")
         outer = self.buffers
         self.buffers = outer | {s.buffer}
         self.visit_stmt(s.body)
         self.buffers = outer
-
-    def visit_Block(self, s: Any) -> None:
-        self.visit_stmt(s.body)
 
     def visit_Seq(self, s: Any) -> None:
         for part in s.stmts:
@@ -137,6 +205,24 @@ class _Verifier(StmtFunctor[None], ExprVisitor):
         self.visit_stmt(s.then)
         if s.otherwise is not None:
             self.visit_stmt(s.otherwise)
+
+    def visit_Block(self, s: Any) -> None:
+        for it in s.iters:
+            if it.extent < 1:
+                self.found.append(f"block {s.name}: iterator {it.var.name} has extent {it.extent}")
+        self.visit_stmt(s.body)
+
+    def visit_Barrier(self, s: Any) -> None:
+        if s.scope not in registry.SCOPES:
+            self.found.append(f"barrier: {registry.unknown_scope(s.scope)}")
+        elif registry.scope(s.scope).per_thread:
+            self.found.append(f"barrier on {s.scope} memory: it is private to each thread, so there is "
+                              "nothing to synchronise (use the scope the threads share)")
+
+    def visit_Evaluate(self, s: Any) -> None:
+        if not isinstance(s.call, Call):
+            self.found.append(f"evaluate of a {type(s.call).__name__}: only calls are made for their effect")
+        self.visit_expr(s.call)
 
     def visit_Stmt(self, s: Stmt) -> None:
         self.found.append(f"unknown statement {type(s).__name__}")

@@ -39,7 +39,7 @@ def test_lowering_keeps_the_epilogue_at_the_store() -> None:
     text = str(dense_relu())
     assert text == (
         "func dense_relu(X: f32[4,8], W: f32[8,3], Y: f32[4,3]) {\n"
-        "  block Y {\n"
+        "  block Y [spatial i:4, j:3; reduction r:8] {\n"
         "    for i in range(4) {\n"
         "      for j in range(3) {\n"
         "        alloc Y_acc: f32[1] local {\n"
@@ -58,7 +58,7 @@ def test_lowering_keeps_the_epilogue_at_the_store() -> None:
 
 def test_a_stage_that_is_not_inlined_gets_its_own_buffer() -> None:
     text = str(dense_relu(inline_scale=False))
-    assert "alloc H: f32[4,8] global {" in text and "block H {" in text
+    assert "alloc H: f32[4,8] global {" in text and "block H [spatial i:4, k:8] {" in text
 
 
 def test_interpreter_computes_the_lowered_function() -> None:
