@@ -1,5 +1,11 @@
 """Tensor IR → LLVM IR: one module per :class:`PrimFunc`, one entry point per stage.
 
+The function is legalised first (:func:`hetero.core.ir.tir.legalize.legalize`, with
+:data:`.exprs.CPU_NATIVE`) and emitted with the shared emitters of
+:mod:`hetero.core.codegen`; this module is the CPU's part: stages and their calling
+convention, parallel ranges, loop hints, heap workspaces, the reduction's
+reassociation.
+
 The function's top level is cut into stages (each top-level ``Block`` or statement).
 Each stage becomes an entry ``void @<func>_<k>_<stage>(i64 lo, i64 hi, ptr noalias
 ... buffers)``: when the stage's outermost loop is PARALLEL the entry runs only
@@ -21,12 +27,14 @@ import re
 
 from llvmlite import ir
 
+from hetero.core.codegen import I1, I64, StmtEmitter, declare
 from hetero.core.ir.tir import (
-    Allocate, Binary, Block, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store,
-    verify_func, walk,
+    Allocate, Binary, Block, Buffer, For, ForKind, Load, PrimFunc, Seq, Stmt, Store, verify_func, walk,
 )
+from hetero.core.ir.tir.legalize import legalize
+from hetero.core.ir.tir.stmt import Barrier, Evaluate
 from hetero.errors import CodegenError
-from hetero.plugins.llvm_cpu.exprs import I1, I64, ExprEmitter
+from hetero.plugins.llvm_cpu.exprs import CPU_NATIVE, CpuExprEmitter
 
 PTR = ir.PointerType()
 VOID = ir.VoidType()
@@ -70,7 +78,7 @@ def render(func: PrimFunc, triple: str = "", data_layout: str = "") -> RenderedM
     verify_func(func)
     workspaces: list[Buffer] = []
     stages: list[Stmt] = []
-    _split(func.body, workspaces, stages)
+    _split(legalize(func, CPU_NATIVE).body, workspaces, stages)
     module = ir.Module(name=func.name)
     module.triple = triple
     module.data_layout = data_layout
@@ -103,33 +111,18 @@ def _symbol(func: PrimFunc, k: int, stage: Stmt) -> str:
     return f"{func.name}_{k}_{re.sub(r'[^A-Za-z0-9_]', '_', label)}"
 
 
-class _LoopID(ir.values.MDValue):
-    """A loop's self-referencing metadata node, the form LLVM requires of loop IDs."""
-
-    __hash__ = object.__hash__
-
-    def __init__(self, module: ir.Module, hints: list[ir.values.MDValue]) -> None:
-        super().__init__(module, [], name=str(len(module.metadata)))
-        self.operands = (self, *hints)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-
-class _StageRenderer:
+class _StageRenderer(StmtEmitter):
     """Renders one stage as an entry function."""
 
     def __init__(self, module: ir.Module, func: PrimFunc, buffers: tuple[Buffer, ...]) -> None:
-        self.module = module
+        super().__init__(CpuExprEmitter(module, f"func {func.name}"))
         self.func = func
         self.buffers = buffers
-        self.em = ExprEmitter(module, f"func {func.name}")
-        self.allocas: ir.IRBuilder = ir.IRBuilder()
-        self.heap: list[ir.Value] = []
 
     def render(self, k: int, stage: Stmt) -> Entry:
         symbol = _symbol(self.func, k, stage)
-        fn = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64] + [PTR] * len(self.buffers)), symbol)
+        ptr = self.pointer_type("global")
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64] + [ptr] * len(self.buffers)), symbol)
         fn.attributes.add("nounwind")
         lo, hi, *pointers = fn.args
         lo.name, hi.name = "lo", "hi"
@@ -137,75 +130,55 @@ class _StageRenderer:
             arg.name = buffer.name
             arg.add_attribute("noalias")
         self.em.pointers = dict(zip(self.buffers, pointers))
-        start = fn.append_basic_block("allocas")
-        body = fn.append_basic_block("body")
-        self.allocas = ir.IRBuilder(start)
-        self.em.builder = ir.IRBuilder(body)
+        self.begin_function(fn)
         loop = _range_loop(stage)
         if loop is not None:
-            self._loop(loop, lo, hi, guard=True)
+            self.loop(loop, lo, hi, guard=True)
         else:
             self.stmt(stage)
-        self.em.builder.ret_void()
-        self.allocas.branch(body)
+        self.end_function()
         return Entry(symbol, loop.extent if loop is not None else 1, loop is not None)
 
-    def stmt(self, s: Stmt) -> None:
-        """Render ``s`` at the builder's position."""
+    def visit_Store(self, s: Store) -> None:
+        if not _accumulates(s):
+            super().visit_Store(s)
+            return
+        # A reduction's running sum may be reassociated, so the loop vectorizer can keep
+        # one partial sum per lane: the tolerance of a sum of k terms is the bound on any
+        # order of summation (hetero.testing.cases).
         em = self.em
-        if isinstance(s, Store):
-            if _accumulates(s):
-                # A reduction's running sum may be reassociated, so the loop vectorizer
-                # can keep one partial sum per lane: the tolerance of a sum of k terms
-                # is the bound on any order of summation (hetero.testing.cases).
-                assert isinstance(s.value, Binary)
-                total = em.builder.fadd(em.emit(s.value.a), em.emit(s.value.b), flags=("reassoc", "contract"))
-                em.builder.store(total, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
-                return
-            value = em.to_memory(em.emit(s.value), s.buffer.dtype)
-            em.builder.store(value, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
-        elif isinstance(s, For):
-            self._loop(s, ir.Constant(I64, 0), ir.Constant(I64, s.extent), guard=False)
-        elif isinstance(s, Seq):
-            for part in s.stmts:
-                self.stmt(part)
-        elif isinstance(s, Block):
-            self.stmt(s.body)
-        elif isinstance(s, IfThenElse):
-            self._branch(s)
-        elif isinstance(s, Allocate):
-            self._allocate(s)
-        else:
-            raise CodegenError(f"func {self.func.name}: cannot render a {type(s).__name__} statement")
+        em.forget()
+        assert isinstance(s.value, Binary)
+        total = em.builder.fadd(em.emit(s.value.a), em.emit(s.value.b), flags=("reassoc", "contract"))
+        em.builder.store(total, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
 
-    def _loop(self, s: For, lo: ir.Value, hi: ir.Value, guard: bool) -> None:
+    def visit_Barrier(self, s: Barrier) -> None:
+        raise CodegenError(f"func {self.func.name}: a barrier (Barrier({s.scope!r})) synchronises the "
+                           "threads of a block, "
+                           "which a CPU kernel does not have; schedule the function for llvm_cpu "
+                           "without thread bindings")
+
+    def visit_Evaluate(self, s: Evaluate) -> None:
+        raise CodegenError(f"func {self.func.name}: an Evaluate statement (a call of {s.call.func} made "
+                           "for its effect) has no CPU rendering; llvm_cpu maps intrinsics as values only")
+
+    def check_loop(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
             raise CodegenError(f"func {self.func.name}: loop {s.var.name} is bound to {s.thread_axis}, "
                                "a GPU axis the CPU does not have; schedule it as PARALLEL for llvm_cpu")
-        bld = self.em.builder
-        fn = bld.function
-        pre = bld.block
-        body, done = fn.append_basic_block(f"{s.var.name}.body"), fn.append_basic_block(f"{s.var.name}.done")
-        if guard:
-            bld.cbranch(bld.icmp_signed("<", lo, hi), body, done)
-        else:
-            bld.branch(body)
-        bld.position_at_end(body)
-        index = bld.phi(I64, name=s.var.name)
-        index.add_incoming(lo, pre)
-        self.em.env[s.var] = index
-        self.stmt(s.body)
-        del self.em.env[s.var]
-        bld = self.em.builder
-        step = bld.add(index, ir.Constant(I64, 1), flags=("nuw", "nsw"))
-        index.add_incoming(step, bld.block)
-        back = bld.cbranch(bld.icmp_signed("<", step, hi), body, done)
-        hints = self._loop_hints(s)
-        if hints:
-            back.set_metadata("llvm.loop", _LoopID(self.module, hints))
-        bld.position_at_end(done)
 
-    def _loop_hints(self, s: For) -> list[ir.values.MDValue]:
+    def allocate(self, buffer: Buffer) -> ir.Value:
+        if buffer.nbytes <= STACK_LIMIT_BYTES:
+            # In the entry block, so LLVM promotes small buffers (accumulators) to registers.
+            return super().allocate(buffer)
+        malloc = declare(self.module, "malloc", PTR, [I64])
+        return self.em.builder.call(malloc, [ir.Constant(I64, buffer.nbytes)], name=buffer.name)
+
+    def release(self, buffer: Buffer, ptr: ir.Value) -> None:
+        if buffer.nbytes > STACK_LIMIT_BYTES:
+            self.em.builder.call(declare(self.module, "free", VOID, [PTR]), [ptr])
+
+    def loop_hints(self, s: For) -> list[ir.values.MDValue]:
         def hint(name: str, *values: ir.Value) -> ir.values.MDValue:
             return self.module.add_metadata([ir.MetaDataString(self.module, name), *values])
 
@@ -227,38 +200,6 @@ class _StageRenderer:
             return [hint("llvm.loop.unroll.disable")]
         return []
 
-    def _branch(self, s: IfThenElse) -> None:
-        bld = self.em.builder
-        fn = bld.function
-        cond = self.em.emit(s.cond)
-        then, merge = fn.append_basic_block("then"), fn.append_basic_block("endif")
-        otherwise = fn.append_basic_block("else") if s.otherwise is not None else merge
-        bld.cbranch(cond, then, otherwise)
-        for block, part in ((then, s.then), (otherwise, s.otherwise)):
-            if part is None:
-                continue
-            self.em.builder.position_at_end(block)
-            self.stmt(part)
-            self.em.builder.branch(merge)
-        self.em.builder.position_at_end(merge)
-
-    def _allocate(self, s: Allocate) -> None:
-        b = s.buffer
-        elem = self.em.type_of(b.dtype, in_memory=True)
-        if b.nbytes <= STACK_LIMIT_BYTES:
-            # In the entry block, so LLVM promotes small buffers (accumulators) to registers.
-            ptr = self.allocas.alloca(elem, size=ir.Constant(I64, b.size), name=b.name)
-            ptr.align = max(b.dtype.itemsize, 16)
-            self.em.pointers[b] = ptr
-            self.stmt(s.body)
-        else:
-            malloc = self.em.declare("malloc", PTR, [I64])
-            ptr = self.em.builder.call(malloc, [ir.Constant(I64, b.nbytes)], name=b.name)
-            self.em.pointers[b] = ptr
-            self.stmt(s.body)
-            self.em.builder.call(self.em.declare("free", VOID, [PTR]), [ptr])
-        del self.em.pointers[b]
-
 
 def _render_wrapper(module: ir.Module, func: PrimFunc, entries: tuple[Entry, ...],
                     workspaces: tuple[Buffer, ...]) -> None:
@@ -268,8 +209,7 @@ def _render_wrapper(module: ir.Module, func: PrimFunc, entries: tuple[Entry, ...
     for arg, buffer in zip(fn.args, func.params):
         arg.name = buffer.name
     bld = ir.IRBuilder(fn.append_basic_block("entry"))
-    em = ExprEmitter(module, f"func {func.name}")
-    malloc, free = em.declare("malloc", PTR, [I64]), em.declare("free", VOID, [PTR])
+    malloc, free = declare(module, "malloc", PTR, [I64]), declare(module, "free", VOID, [PTR])
     spaces = [bld.call(malloc, [ir.Constant(I64, max(w.nbytes, 1))], name=w.name) for w in workspaces]
     for entry in entries:
         callee = module.globals[entry.symbol]
