@@ -1,4 +1,5 @@
-"""Loop-nest surgery behind the loop primitives: split, reorder, fuse, loop kinds.
+"""Loop-nest surgery behind the loop primitives: split, reorder, fuse, loop kinds,
+pipelining and annotations.
 
 Each function takes the function body and the path of the loop(s) to change, checks
 the primitive's preconditions (raising ScheduleError with the caller's ``label`` for
@@ -11,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import re
 from collections.abc import Sequence
+from typing import Any
 
+from hetero.core.ir.tir import registry
 from hetero.core.ir.tir.expr import Expr, Var, as_expr, logical_and, lt
-from hetero.core.ir.tir.stmt import For, ForKind, IfThenElse, Stmt
+from hetero.core.ir.tir.stmt import Allocate, For, ForKind, IfThenElse, Stmt, annotate
 from hetero.core.ir.tir.visit import exprs_of, substitute_stmt
 from hetero.core.schedule.tree import (
     Path,
@@ -27,10 +29,7 @@ from hetero.core.schedule.tree import (
     replace_at,
     stores,
 )
-from hetero.errors import ScheduleError
-
-#: Hardware axes a loop may be bound to (CUDA's grid and block dimensions).
-THREAD_AXES = re.compile(r"(blockIdx|threadIdx)\.[xyz]")
+from hetero.errors import ScheduleError, VerificationError
 
 
 def resolve_factors(extent: int, factors: Sequence[int | None], label: str) -> list[int]:
@@ -160,9 +159,9 @@ def set_loop_kind(root: Stmt, path: Path, kind: ForKind, label: str, thread_axis
             raise ScheduleError(f"cannot vectorize {label}: it contains loop {inner[0]}; vectorize an "
                                 "innermost loop (split it off first)")
     if kind is ForKind.THREAD_BINDING:
-        if thread_axis is None or not THREAD_AXES.fullmatch(thread_axis):
-            raise ScheduleError(f"cannot bind {label} to {thread_axis!r}: thread axes are blockIdx.x/y/z "
-                                "and threadIdx.x/y/z")
+        if thread_axis is None or thread_axis not in registry.THREAD_AXES:
+            raise ScheduleError(f"cannot bind {label} to {thread_axis!r}: "
+                                f"{registry.unknown_thread_axis(str(thread_axis))}")
         nest = [f for _, f in enclosing_loops(root, path)] + [s for _, s in paths(loop.body) if isinstance(s, For)]
         taken = [f.var.name for f in nest if f.thread_axis == thread_axis]
         if taken:
@@ -171,3 +170,49 @@ def set_loop_kind(root: Stmt, path: Path, kind: ForKind, label: str, thread_axis
     if kind in (ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.THREAD_BINDING):
         _check_independent(loop, kind, label)
     return replace_at(root, path, dataclasses.replace(loop, kind=kind, thread_axis=thread_axis))
+
+
+def check_annotation(key: str, value: Any, on: str, label: str) -> None:
+    """Raise ScheduleError unless ``key`` is a registered annotation for ``on`` and
+    ``value`` passes its check."""
+    try:
+        entry = registry.annotation_key(key, on)
+    except VerificationError as exc:
+        raise ScheduleError(f"cannot annotate {label}: {exc}") from None
+    problem = entry.check(value)
+    if problem is not None:
+        raise ScheduleError(f"cannot annotate {label} with {key}: it {problem}")
+
+
+def annotate_loop(root: Stmt, path: Path, key: str, value: Any, label: str) -> Stmt:
+    """Set the annotation ``key`` of the loop at ``path`` to ``value``."""
+    loop = node_at(root, path)
+    assert isinstance(loop, For)
+    check_annotation(key, value, "loop", label)
+    if key == "ii" and loop.kind is not ForKind.PIPELINED:
+        raise ScheduleError(f"cannot annotate {label} with an initiation interval: it is {loop.kind.value}, "
+                            "not pipelined (use pipeline(loop, ii=...))")
+    return replace_at(root, path, annotate(loop, key, value))
+
+
+def annotate_allocation(root: Stmt, path: Path, key: str, value: Any, label: str) -> Stmt:
+    """Set the annotation ``key`` of the allocation at ``path`` to ``value``."""
+    alloc = node_at(root, path)
+    assert isinstance(alloc, Allocate)
+    check_annotation(key, value, "buffer", label)
+    if key == "partition":
+        for part in value:
+            problem = part.problem(alloc.buffer)
+            if problem is not None:
+                raise ScheduleError(f"cannot partition {label}: {problem}")
+    return replace_at(root, path, annotate(alloc, key, value))
+
+
+def pipeline_loop(root: Stmt, path: Path, ii: int, label: str) -> Stmt:
+    """Make the serial loop at ``path`` pipelined with initiation interval ``ii``."""
+    loop = node_at(root, path)
+    assert isinstance(loop, For)
+    if loop.kind is not ForKind.SERIAL:
+        raise ScheduleError(f"cannot pipeline {label}: it is already {loop.kind.value}")
+    check_annotation("ii", ii, "loop", label)
+    return replace_at(root, path, annotate(dataclasses.replace(loop, kind=ForKind.PIPELINED), "ii", ii))

@@ -21,11 +21,13 @@ reference stays valid until a primitive replaces that loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from hetero.core.ir.tir.stmt import ForKind, PrimFunc, Stmt
+from hetero.core.ir.tir.buffer import Partition
+from hetero.core.ir.tir.stmt import Allocate, ForKind, PrimFunc, Stmt
 from hetero.core.schedule import loops as loop_ops
 from hetero.core.schedule import stages, tiling
-from hetero.core.schedule.trace import BlockRef, Instruction, LoopRef, Ref, Trace
+from hetero.core.schedule.trace import BlockRef, BufferRef, Instruction, LoopRef, Ref, Trace
 from hetero.core.schedule.tree import (
     Path,
     block_names,
@@ -35,6 +37,7 @@ from hetero.core.schedule.tree import (
     node_at,
     owned_loops,
     owner_block,
+    paths,
 )
 from hetero.errors import ScheduleError, did_you_mean
 
@@ -166,13 +169,58 @@ class Schedule:
         self._set_kind(loop, ForKind.UNROLLED, "unroll")
 
     def bind(self, loop: LoopRef, thread_axis: str) -> None:
-        """Bind ``loop`` to a GPU axis (``blockIdx.x``...``threadIdx.z``), not already bound in
-        the same nest; its iterations must be independent as for :meth:`parallel`.
+        """Bind ``loop`` to a registered hardware axis (``blockIdx.x``...``threadIdx.z``, or
+        one a plugin registered), not already bound in the same nest; its iterations must
+        be independent as for :meth:`parallel`.
 
         Before / after ``bind(i_0, "blockIdx.x")``: ``for i_0 in range(4) {`` becomes
         ``for i_0 in range(4) thread_binding(blockIdx.x) {``.
         """
         self._set_kind(loop, ForKind.THREAD_BINDING, "bind", thread_axis)
+
+    def pipeline(self, loop: LoopRef, ii: int = 1) -> None:
+        """Overlap the iterations of the serial ``loop``, starting one every ``ii`` cycles
+        (HLS's ``PIPELINE II=ii``; software pipelining elsewhere). Iterations may depend
+        on each other: a renderer keeps their order of effects and may reach a larger
+        interval than asked. ``ii`` is the instruction's decision.
+
+        Before / after ``pipeline(j, ii=1)``: ``for j in range(8) {`` becomes
+        ``for j in range(8) pipelined ii=1 {``.
+        """
+        path = self._loop_path(loop)
+        body = loop_ops.pipeline_loop(self.func.body, path, ii, str(loop))
+        self._commit(body, Instruction("pipeline", (loop,), {}, {"ii": ii}))
+
+    def annotate(self, target: LoopRef | BufferRef | str, key: str, value: Any) -> None:
+        """Set the annotation ``key`` of a loop, or of a buffer the function allocates (a
+        :class:`BufferRef` or its name), to ``value``; the key must be registered for
+        loops or buffers (:mod:`hetero.core.ir.tir.registry`) and the value pass its
+        check. Replaces an earlier value of ``key``. Annotations are hints to the
+        renderer: they never change what the function computes.
+
+        Before / after ``annotate(r, "unroll_factor", 4)``: ``for r in range(16) {`` becomes
+        ``for r in range(16) unroll_factor=4 {``; ``annotate("T", "partition",
+        (Partition(0, "cyclic", 4),))`` makes ``alloc T: f32[16] shared {`` into
+        ``alloc T: f32[16] shared partition=[cyclic(0, 4)] {``.
+        """
+        if isinstance(target, str):
+            target = BufferRef(target)
+        if isinstance(target, BufferRef):
+            path = self._buffer_path(target)
+            body = loop_ops.annotate_allocation(self.func.body, path, key, value, str(target))
+        else:
+            body = loop_ops.annotate_loop(self.func.body, self._loop_path(target), key, value, str(target))
+        self._commit(body, Instruction("annotate", (target,), {"key": key, "value": value}))
+
+    def partition(self, buffer: BufferRef | str, dim: int, kind: str, factor: int = 0) -> None:
+        """Split dimension ``dim`` of the allocated ``buffer`` into banks (see
+        :class:`~hetero.core.ir.tir.buffer.Partition`), keeping its partitions of other
+        dimensions; recorded as the :meth:`annotate` of its ``partition`` it makes."""
+        ref = BufferRef(buffer) if isinstance(buffer, str) else buffer
+        alloc = node_at(self.func.body, self._buffer_path(ref))
+        kept = tuple(p for p in alloc.partitions if p.dim != dim)  # type: ignore[attr-defined]
+        self.annotate(ref, "partition", tuple(sorted(kept + (Partition(dim, kind, factor),),
+                                                     key=lambda p: p.dim)))
 
     # -- stage primitives ---------------------------------------------------------------
 
@@ -336,6 +384,19 @@ class Schedule:
             raise ScheduleError(f"func {self.func.name} has no block {block.name!r}"
                                 f"{did_you_mean(block.name, names)}; its blocks are {', '.join(names)}")
         return path
+
+    def _buffer_path(self, buffer: BufferRef) -> Path:
+        found = [p for p, s in paths(self.func.body) if isinstance(s, Allocate) and s.buffer.name == buffer.name]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ScheduleError(f"func {self.func.name} allocates {len(found)} buffers named {buffer.name!r}; "
+                                "annotate needs one")
+        names = sorted({s.buffer.name for _, s in paths(self.func.body) if isinstance(s, Allocate)})
+        params = " (a parameter: only allocated buffers take annotations)" if any(
+            b.name == buffer.name for b in self.func.params) else did_you_mean(buffer.name, names)
+        raise ScheduleError(f"func {self.func.name} allocates no buffer {buffer.name!r}{params}; it allocates "
+                            f"{', '.join(names) or '(none)'}")
 
     def _loop_path(self, loop: Ref) -> Path:
         if not isinstance(loop, LoopRef):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hetero.core.ir.tir.buffer import Partition
 from hetero.errors import ScheduleError
 
 if TYPE_CHECKING:
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 #: The primitives a trace may hold, each replayed by calling the Schedule method of
 #: that name with the instruction's inputs, attrs and decisions.
-KINDS = ("split", "reorder", "fuse", "vectorize", "parallel", "unroll", "bind",
-         "cache_read", "cache_write", "compute_at", "compute_inline", "tile_accumulator", "pack")
+KINDS = ("split", "reorder", "fuse", "vectorize", "parallel", "unroll", "bind", "pipeline",
+         "annotate", "cache_read", "cache_write", "compute_at", "compute_inline",
+         "tile_accumulator", "pack")
 
 TRACE_FORMAT = 1
 
@@ -56,7 +58,51 @@ class LoopRef:
         return f"loop {self.name} (block {self.block})"
 
 
-Ref = BlockRef | LoopRef
+@dataclass(frozen=True)
+class BufferRef:
+    """A buffer the function allocates, by name (for :meth:`Schedule.annotate`)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"buffer {self.name}"
+
+
+Ref = BlockRef | LoopRef | BufferRef
+
+
+def _ref_to_dict(r: Ref) -> dict[str, str]:
+    if isinstance(r, BlockRef):
+        return {"block": r.name}
+    if isinstance(r, BufferRef):
+        return {"buffer": r.name}
+    return {"block": r.block, "loop": r.name}
+
+
+def _ref_from_dict(r: Mapping[str, str]) -> Ref:
+    if "buffer" in r:
+        return BufferRef(r["buffer"])
+    return LoopRef(r["block"], r["loop"]) if "loop" in r else BlockRef(r["block"])
+
+
+def _encode(value: Any) -> Any:
+    """An annotation value as JSON data: a Partition as ``{"partition": [dim, kind, factor]}``,
+    a tuple as a list."""
+    if isinstance(value, Partition):
+        return {"partition": [value.dim, value.kind, value.factor]}
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    """:func:`_encode`'s inverse; lists come back as tuples (annotations are hashable)."""
+    if isinstance(value, dict) and set(value) == {"partition"}:
+        dim, kind, factor = value["partition"]
+        return Partition(int(dim), str(kind), int(factor))
+    if isinstance(value, list):
+        return tuple(_decode(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -71,9 +117,8 @@ class Instruction:
 
     def to_dict(self) -> dict[str, Any]:
         """The instruction as plain JSON-ready data."""
-        refs = [{"block": r.name} if isinstance(r, BlockRef) else {"block": r.block, "loop": r.name}
-                for r in self.inputs]
-        return {"kind": self.kind, "inputs": refs, "attrs": dict(self.attrs),
+        attrs = {k: _encode(v) for k, v in self.attrs.items()}
+        return {"kind": self.kind, "inputs": [_ref_to_dict(r) for r in self.inputs], "attrs": attrs,
                 "decisions": dict(self.decisions)}
 
     @staticmethod
@@ -81,9 +126,9 @@ class Instruction:
         """Read back :meth:`to_dict`'s form; raise ScheduleError on anything else."""
         try:
             kind = data["kind"]
-            inputs = tuple(LoopRef(r["block"], r["loop"]) if "loop" in r else BlockRef(r["block"])
-                           for r in data["inputs"])
-            attrs, decisions = dict(data.get("attrs", {})), dict(data.get("decisions", {}))
+            inputs = tuple(_ref_from_dict(r) for r in data["inputs"])
+            attrs = {k: _decode(v) for k, v in dict(data.get("attrs", {})).items()}
+            decisions = dict(data.get("decisions", {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise ScheduleError(f"malformed trace instruction {data!r}: {exc}") from None
         if kind not in KINDS:
