@@ -80,6 +80,8 @@ class _Verifier(StmtFunctor[None], ExprVisitor):
             elif level == "block" and registry.thread_axis(axis).level == "thread":
                 self.found.append(f"{what}: it sits inside loop {var.name} bound to thread axis {axis} "
                                   "(block axes go outside thread axes)")
+        if any(axis == s.thread_axis for axis, _ in self.bound):
+            return
         first = self.extents.setdefault(s.thread_axis, (s.var, s.extent))
         if first[1] != s.extent:
             self.found.append(f"{what}: extent {s.extent}, but loop {first[0].name} is bound to it with "

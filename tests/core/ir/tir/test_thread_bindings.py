@@ -1,0 +1,81 @@
+"""The verifier's thread-binding rules: registered axes, one binding per axis on a path,
+block axes outside thread axes, one extent per axis; each error names the function,
+the loop and the rule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetero.core.ir.tir import Buffer, For, ForKind, PrimFunc, Stmt, Store, Var, func_problems, run_func, seq
+from hetero.core.ir.tir.registry import register_thread_axis
+
+A = Buffer("A", (64,), "float32")
+B = Buffer("B", (64,), "float32")
+
+
+def bound(var: Var, extent: int, axis: str, body: Stmt) -> For:
+    return For(var, extent, body, ForKind.THREAD_BINDING, axis)
+
+
+def kernel(body: Stmt) -> PrimFunc:
+    return PrimFunc("k", (A, B), body)
+
+
+def grid(block_axis: str = "blockIdx.x", thread_axis: str = "threadIdx.x",
+         blocks: int = 2, threads: int = 32) -> PrimFunc:
+    """B = A + 1 over a grid of ``blocks`` blocks of ``threads`` threads."""
+    b, t = Var("b"), Var("t")
+    index = b * threads + t
+    return kernel(bound(b, blocks, block_axis, bound(t, threads, thread_axis,
+                                                      Store(B, (index,), A[index] + 1.0))))
+
+
+def test_a_well_formed_grid_verifies_and_runs() -> None:
+    func = grid()
+    assert func_problems(func) == []
+    a = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(run_func(func, {"A": a, "B": np.zeros(64, np.float32)})["B"], a + 1)
+
+
+def test_an_unregistered_axis_is_named_with_how_to_register_it() -> None:
+    (problem,) = func_problems(grid(thread_axis="threadIdx.w"))
+    assert problem.startswith("func k: loop t bound to threadIdx.w: unknown thread axis 'threadIdx.w'")
+    assert "register_thread_axis('threadIdx.w', ...)" in problem
+    register_thread_axis("test_lane.x", "thread", "a vector lane (tests)")
+    assert func_problems(grid(thread_axis="test_lane.x")) == []
+
+
+def test_an_axis_is_bound_once_on_a_path() -> None:
+    assert func_problems(grid(thread_axis="blockIdx.x")) == [
+        "func k: loop t bound to blockIdx.x: loop b around it is bound to the same axis "
+        "(an axis is bound once on a path)"]
+
+
+def test_a_block_axis_never_sits_inside_a_thread_axis() -> None:
+    assert func_problems(grid(block_axis="threadIdx.y", thread_axis="blockIdx.x")) == [
+        "func k: loop t bound to blockIdx.x: it sits inside loop b bound to thread axis threadIdx.y "
+        "(block axes go outside thread axes)"]
+
+
+def test_loops_bound_to_one_axis_share_its_extent() -> None:
+    t, u = Var("t"), Var("u")
+    same = kernel(seq(bound(t, 32, "threadIdx.x", Store(B, (t,), A[t])),
+                      bound(u, 32, "threadIdx.x", Store(B, (u + 32,), A[u + 32]))))
+    assert func_problems(same) == []
+    different = kernel(seq(bound(t, 32, "threadIdx.x", Store(B, (t,), A[t])),
+                           bound(u, 16, "threadIdx.x", Store(B, (u + 32,), A[u + 32]))))
+    assert func_problems(different) == [
+        "func k: loop u bound to threadIdx.x: extent 16, but loop t is bound to it with extent 32 "
+        "(loops bound to one axis share its extent)"]
+
+
+def test_a_bound_loop_needs_a_positive_extent() -> None:
+    problems = func_problems(grid(blocks=0))
+    assert problems == ["func k: loop b has extent 0"]
+
+
+def test_sibling_kernels_may_bind_the_same_axes() -> None:
+    b, t, c, u = Var("b"), Var("t"), Var("c"), Var("u")
+    first = bound(b, 2, "blockIdx.x", bound(t, 32, "threadIdx.x", Store(B, (b * 32 + t,), A[b * 32 + t])))
+    second = bound(c, 2, "blockIdx.x", bound(u, 32, "threadIdx.x", Store(B, (c * 32 + u,), B[c * 32 + u] * 2.0)))
+    assert func_problems(kernel(seq(first, second))) == []
