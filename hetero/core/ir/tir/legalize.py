@@ -32,9 +32,10 @@ The primitive set, what a renderer must map:
 - ``Cast`` between booleans, the integer types and float16/32/64 (float to integer
   truncates toward zero; out of range or NaN the IR leaves the result open; to bool is
   ``!= 0``), except to float16 from float64 or an integer.
-- ``Call`` of an intrinsic on float16/32/64 (the renderer's math library: LLVM
-  intrinsics, libm, libdevice), ``fence``, and ``bitcast`` between types of one width,
-  a storage type only to or from an integer.
+- ``Call`` of a built-in math intrinsic on float16/32/64 (the renderer's math library:
+  LLVM intrinsics, libm, libdevice), ``fence``, ``bitcast`` between types of one width
+  (a storage type only to or from an integer), and an intrinsic a plugin registered,
+  as it is (the plugin's renderer provides it).
 - Storage types (bfloat16, the float8 variants, float4, int4, int2) are only loaded,
   stored, selected and bitcast to or from integers; their register form is their bits
   (:mod:`.legalize_casts`).
@@ -66,7 +67,10 @@ from hetero.errors import VerificationError
 
 _FLOOR_OPS = ("floordiv", "mod")
 _BITS = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
-#: Intrinsics that are the identity on integers (``abs`` of unsigned ones too).
+#: The built-in math intrinsics, which numpy computes in float64 for an integer operand.
+_MATH = ("exp", "log", "sqrt", "tanh", "erf", "abs", "floor", "ceil", "round_even", "expm1", "log1p",
+         "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+#: Of those, the identity on integers (``abs`` of unsigned ones too).
 _INTEGER_IDENTITY = ("floor", "ceil", "round_even")
 
 
@@ -147,7 +151,7 @@ def _call_problem(e: Call) -> str | None:
         if any(is_storage(x) and y.kind not in "iu" for x, y in (pair, pair[::-1])):
             return f"bitcast from {arg.name} to {e.dtype.name}"
         return None
-    if e.func != "fence" and (arg.kind != "f" or is_storage(arg)):
+    if e.func in _MATH and (arg.kind != "f" or is_storage(arg)):
         return f"{e.func} of {arg.name}"
     return None
 
@@ -193,7 +197,7 @@ class _Legalizer(StmtExprMutator):
         x = args[0] if args else None
         if e.func == "bitcast" and x is not None:
             return legal_bitcast(x, e.dtype)
-        if x is not None and x.dtype.kind in "iub" and e.func != "fence":
+        if x is not None and x.dtype.kind in "iub" and e.func in _MATH:
             if e.func in _INTEGER_IDENTITY or (e.func == "abs" and x.dtype.kind != "i"):
                 return x
             if e.func == "abs":
