@@ -190,6 +190,10 @@ class PluginError(HeteroError):
     """A backend plugin failed to load, declared itself wrongly or raised in a hook."""
 
 
+class OptionError(HeteroError):
+    """A compile option no selected backend declares, or a value its backend refuses."""
+
+
 class UnknownBackendError(PluginError):
     """A backend name that no loaded plugin provides."""
 

@@ -7,8 +7,9 @@
     suite = onnx.backend.test.BackendTest(HeteroBackend, __name__)
 
 ``prepare`` compiles the model with :func:`hetero.compile` for the targets in the
-``targets`` keyword (default ``["llvm_cpu"]``) with no fallback, so every node runs
-on that backend; the returned rep runs it on positional or named inputs. Models that
+``targets`` keyword (by default the fallback alone: the installed backend that declares
+it takes every canonical op), other keywords going to ``hetero.compile`` as they are;
+the returned rep runs it on positional or named inputs. Models that
 use ops outside hetero's canonical set are reported incompatible.
 """
 
@@ -24,9 +25,6 @@ from onnx.backend.base import Backend, BackendRep
 from hetero.core.compiler import compile_model
 from hetero.core.runtime.executable import Executable
 from hetero.errors import HeteroError
-
-DEFAULT_TARGETS = ("llvm_cpu",)
-
 
 class HeteroBackendRep(BackendRep):
     """A compiled model that runs on a list or dict of inputs."""
@@ -52,7 +50,7 @@ class HeteroBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> HeteroBackendRep:
         if not cls.supports_device(device):
             raise HeteroError(f"hetero's ONNX backend runs on the CPU, not {device}")
-        targets: Sequence[str] = kwargs.pop("targets", DEFAULT_TARGETS)
+        targets: Sequence[str] = kwargs.pop("targets", ())
         return HeteroBackendRep(compile_model(model, targets=targets, **kwargs))
 
     @classmethod

@@ -24,6 +24,7 @@ from hetero.core.ir.graph import Graph
 from hetero.core.plugin import Backend, PluginSet, Support, load_plugins, validate_backend
 from hetero.core.plugin.manager import ALLOW_ENV, DENY_ENV, ENTRY_POINT_GROUP, PluginWarning
 from hetero.errors import InputError, PluginError
+from hetero.core.plugin.target import bind
 from toyplugin import run_conformance, run_hetero, write_distribution
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hetero-example-backend"
@@ -127,7 +128,7 @@ def test_whole_graph_on_example_matches_reference_exactly(example: Backend) -> N
     b.output(b.Sigmoid(b.Mul(g1, g2)), b.MatMul(b.input("v", (4,)), _rand(rng, 2, 4, 3)))
     graph = b.build()
     inputs = {"x": _rand(rng, 3, 4), "v": _rand(rng, 4)}
-    got = example.compile(graph, {}).run(inputs)
+    got = bind(example).compile(graph).run(inputs)
     for name, want in run_reference(graph, inputs).items():
         assert got[name].dtype == want.dtype and got[name].shape == want.shape
         np.testing.assert_array_equal(got[name], want, err_msg=name)
@@ -135,8 +136,8 @@ def test_whole_graph_on_example_matches_reference_exactly(example: Backend) -> N
 
 def test_artifact_is_deterministic_and_reloads(example: Backend, tmp_path: Path) -> None:
     graph = mlp(softmax=False)
-    first = example.compile(graph.copy(), {"dump_dir": str(tmp_path)})
-    second = example.compile(graph.copy(), {})
+    first = bind(example, dump_dir=tmp_path).compile(graph.copy())
+    second = bind(example).compile(graph.copy())
     assert first.artifact == second.artifact
     assert (tmp_path / "kernel.py").read_text() == first.source
     loaded = example.load_artifact(first.artifact)
@@ -155,35 +156,35 @@ def test_declined_nodes_carry_reasons(example: Backend) -> None:
              b.Softmax(a, name="soft"))
     graph = b.build()
     relu, gemm, soft = (graph.node(n) for n in ("relu16", "gemm_ta", "soft"))
-    assert example.supports(relu) == Support.no(
+    assert bind(example).supports(relu) == Support.no(
         "the example backend computes in float32 only; Relu relu16 has x16 of float16")
-    assert "transA=1 is not implemented" in example.supports(gemm).reason
-    assert example.supports(soft) == Support.no("the example backend does not implement Softmax")
+    assert "transA=1 is not implemented" in bind(example).supports(gemm).reason
+    assert bind(example).supports(soft) == Support.no("the example backend does not implement Softmax")
     with pytest.raises(PluginError, match="relu16 .* float32 only"):
-        example.compile(graph, {})
+        bind(example).compile(graph)
 
 
 def test_matmul_bias_pattern_checks_the_scratchpad(example: Backend) -> None:
     (pattern,) = example.patterns
     graph = pattern.example()
-    [(match, verdict)] = list(pattern.match(graph.node("bias")))
+    [(match, verdict)] = list(pattern.match(graph.node("bias"), bind(example)))
     assert verdict.ok and match.const("w").shape == (16, 8)
     b = GraphBuilder("big")
     x = b.input("x", (1, 256))
     b.output(b.Add(b.MatMul(x, np.zeros((256, 256), np.float32)), np.zeros(256, np.float32), name="add"))
-    [(_, refused)] = list(pattern.match(b.build().node("add")))
+    [(_, refused)] = list(pattern.match(b.build().node("add"), bind(example)))
     assert refused == Support.no(
         "matmul_bias needs 263168 bytes of weights and bias on chip; "
         "the SRAM 256 KiB scratchpad holds 262144")
     b = GraphBuilder("half")
     x = b.input("x", (1, 4), "float16")
     b.output(b.Add(b.MatMul(x, np.zeros((4, 4), np.float16), name="mm"), np.zeros(4, np.float16), name="add"))
-    [(_, refused)] = list(pattern.match(b.build().node("add")))
+    [(_, refused)] = list(pattern.match(b.build().node("add"), bind(example)))
     assert refused == Support.no("the example backend computes in float32 only; MatMul mm has x of float16")
 
 
 def test_part_rejects_bad_inputs(example: Backend) -> None:
-    part = example.compile(mlp(softmax=False), {})
+    part = bind(example).compile(mlp(softmax=False))
     good = np.zeros((8, 64), np.float32)
     with pytest.raises(InputError, match="missing input"):
         part.run({})

@@ -26,6 +26,7 @@ from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.opdef import get_op
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.plugin import Backend, Support
+from hetero.core.plugin.target import Option, Target
 
 TOY_MEMORY = MemoryHierarchy([
     MemoryLevel("DRAM", 2**30, bandwidth_gbps=20.0, latency_ns=100.0),
@@ -58,6 +59,8 @@ class ToyBackend(Backend):
     """Runs chains of attribute-free (or plain-attribute) canonical ops; the artifact is JSON."""
 
     peak_gflops = 10.0
+    options = (Option("num_threads", "ignored: the toy runs on numpy", types=(int,)),
+               Option("hook", "any object, for tests of options that are not JSON"))
 
     def __init__(
         self,
@@ -73,7 +76,7 @@ class ToyBackend(Backend):
         self.device_kind = device_kind
         self.version = version
 
-    def supports(self, node: Node) -> Support:
+    def supports(self, node: Node, target: Target) -> Support:
         if node.op not in self.supported_ops:
             return Support.no(f"{self.name} does not implement {node.op}")
         for key, value in node.attrs.items():
@@ -81,7 +84,7 @@ class ToyBackend(Backend):
                 return Support.no(f"{self.name} keeps only plain attributes; {key} is {type(value).__name__}")
         return Support.yes()
 
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> ToyPart:
+    def compile(self, subgraph: Graph, target: Target) -> ToyPart:
         program = {
             "inputs": [v.name for v in subgraph.inputs],
             "outputs": [v.name for v in subgraph.outputs],

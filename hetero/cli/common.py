@@ -53,7 +53,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 def add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") -> None:
     """--targets, --policy and --override."""
     parser.add_argument("--targets", default="llvm_cpu",
-                        help=f"comma-separated backends in priority order; llvm_cpu is the fallback{extra}")
+                        help="comma-separated backends in priority order; the fallback (the first "
+                             f"backend that takes every op, llvm_cpu as installed) is added{extra}")
     parser.add_argument("--policy", choices=["priority", "cost"], default="priority",
                         help="first target that takes a node, or least estimated time (default priority)")
     parser.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
@@ -104,14 +105,23 @@ def quantize_options(args: argparse.Namespace, graph: Any) -> dict[str, object]:
     return {"quantize": samples, "calibration_method": args.calibration_method}
 
 
-def prepared(args: argparse.Namespace, graph: Any, backends: list) -> Any:
-    """``graph`` quantised as asked and lowered for the integer backends among ``backends``,
-    as ``hetero.compile`` does before it partitions."""
-    from hetero.core.compiler import FALLBACK
+def session(args: argparse.Namespace, graph: Any, **options: Any) -> Any:
+    """The compile driver (:class:`~hetero.core.compiler.Session`) the command line asks
+    for: its targets, placement and quantisation (calibrated on ``graph``'s inputs), and
+    the backend ``options``; what ``hetero.compile`` itself would build."""
+    from hetero.core.compiler import Session
+
+    return Session(target_names(args), strict=getattr(args, "strict", False), **placement(args),
+                   **quantize_options(args, graph), options=options)
+
+
+def prepared(args: argparse.Namespace, graph: Any) -> Any:
+    """``graph`` quantised as --quantize asks, as ``hetero.compile`` does before it
+    partitions (no target's integer lowering: for ``hetero inspect``)."""
     from hetero.core.quant.flow import prepare_for_targets
 
     options = quantize_options(args, graph)
-    return prepare_for_targets(graph, backends, FALLBACK, options.get("quantize"),  # type: ignore[arg-type]
+    return prepare_for_targets(graph, [], None, options.get("quantize"),  # type: ignore[arg-type]
                                options.get("calibration_method", "minmax"))  # type: ignore[arg-type]
 
 
@@ -166,15 +176,6 @@ def optimized(args: argparse.Namespace, graph: Any) -> Any:
         return graph
     with stage("optimise"):
         return hetero.optimize(graph)
-
-
-def backends_for(args: argparse.Namespace) -> list:
-    """The backends --targets names, in order, with the fallback appended when absent."""
-    from hetero.core.compiler import FALLBACK
-    from hetero.core.plugin.manager import get_backend
-
-    names = target_names(args)
-    return [get_backend(n) for n in (names if FALLBACK in names else [*names, FALLBACK])]
 
 
 def target_names(args: argparse.Namespace) -> list[str]:

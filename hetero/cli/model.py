@@ -11,7 +11,6 @@ from hetero.cli.common import (
     UsageError,
     add_model_arguments,
     add_placement_arguments,
-    backends_for,
     check_writable,
     import_graph,
     load_graph,
@@ -20,6 +19,7 @@ from hetero.cli.common import (
     placement,
     prepared,
     quantize_options,
+    session,
     stage,
     target_names,
     write_text,
@@ -78,7 +78,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         name = proto.graph.name
     else:
         if args.quantize:
-            graph = prepared(args, graph if args.no_optimize else load_graph(args, source), [])
+            graph = prepared(args, graph if args.no_optimize else load_graph(args, source))
         stats, message, name = graph_stats(graph), None, graph.name
     if args.json:
         report: dict[str, object] = {"model": args.model, "graph": name}
@@ -127,6 +127,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     import hetero
     from hetero.core.frontend.light import resolve_model
+    from hetero.core.plugin.capabilities import CountsKernels
 
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
@@ -140,7 +141,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     with stage("save"):
         exe.save(output)
-    kernels = sum(len(getattr(p.part, "steps", ())) for p in exe.placements)
+    kernels = sum(p.part.kernel_count for p in exe.placements if isinstance(p.part, CountsKernels))
     if exe.partition_report:
         print(exe.partition_report + "\n")
     for fallback in exe.fallbacks:
@@ -151,16 +152,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    """Import, optimise, quantise as asked and partition, as ``hetero.compile`` would;
-    print the partition report."""
-    from hetero.core.compiler import partition_for_targets
-
+    """Import, optimise, quantise as asked and partition through the same driver as
+    ``hetero.compile``; print the partition report."""
     if args.output:
         check_writable(args.output, "--output")
-    backends = backends_for(args)
-    graph = prepared(args, load_graph(args), backends)
-    with stage("partition"):
-        part = partition_for_targets(graph, backends, **placement(args))
+    graph = load_graph(args)
+    driver = session(args, graph)
+    graph = driver.prepare(graph)
+    part = driver.partition(graph)
     if args.format == "dot":
         from hetero.core.partition.dot import to_dot
 

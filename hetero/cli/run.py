@@ -14,7 +14,6 @@ from hetero.cli.common import (
     add_input_arguments,
     add_model_arguments,
     add_placement_arguments,
-    backends_for,
     check_writable,
     import_graph,
     load_graph,
@@ -24,8 +23,8 @@ from hetero.cli.common import (
     parse_shapes,
     parse_values,
     placement,
-    prepared,
     quantize_options,
+    session,
     stage,
     target_names,
     write_text,
@@ -271,7 +270,9 @@ def _finish(args: argparse.Namespace, report: dict[str, object], outputs: dict, 
 
 def _record_timelines(exe: Any) -> None:
     """Make the parts of a loaded executable that can draw a timeline record one."""
-    recorders = [p.part for p in exe.placements if hasattr(p.part, "record_timeline")]
+    from hetero.core.plugin.capabilities import RecordsTimeline
+
+    recorders = [p.part for p in exe.placements if isinstance(p.part, RecordsTimeline)]
     if not recorders:
         raise UsageError("--timeline: no part of this executable draws a timeline (npu_sim does)")
     for part in recorders:
@@ -381,7 +382,6 @@ def _print_run(report: dict, outputs: dict) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Partition, then compare each region on its backend with the reference; exit 1 when
     a region is beyond tolerance."""
-    from hetero.core.compiler import partition_for_targets
     from hetero.core.runtime.compare import (
         compare_regions,
         describe_comparison,
@@ -389,13 +389,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
 
     warn_light_weights(args, args.model)
-    backends = backends_for(args)
-    graph = prepared(args, load_graph(args), backends)
-    with stage("partition"):
-        part = partition_for_targets(graph, backends, **placement(args))
+    graph = load_graph(args)
+    driver = session(args, graph)
+    graph = driver.prepare(graph)
+    part = driver.partition(graph)
     results = compare_regions(graph, part, make_inputs(graph, args), rtol=args.rtol, atol=args.atol)
     report = describe_comparison(results, args.rtol, args.atol)
-    names = [b.name for b in backends]
+    names = driver.names
     if args.json:
         print(json.dumps({"model": args.model, "targets": names, **report}, indent=2))
     else:

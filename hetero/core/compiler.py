@@ -1,11 +1,19 @@
-"""``hetero.compile``: from a model to an :class:`~hetero.core.runtime.executable.Executable`.
+"""``hetero.compile`` and the :class:`Session` that drives it: from a model to an executable.
 
-The steps: import (ONNX path, ModelProto or Graph), optimise, quantise when asked
-and lower quantised units for integer backends (:mod:`hetero.core.quant.flow`),
-partition the graph across the targets (:func:`~hetero.core.partition.partition_graph`;
-``llvm_cpu`` is the fallback and is appended when absent), compile every region's subgraph with its
-backend (through the compile cache), and wrap the compiled parts, in region order,
-with the transfers between them.
+The :class:`Session` is the one driver (ARCHITECTURE.md rule 5): it binds each target
+to the user's options once (:mod:`hetero.core.plugin.target`), chooses the fallback
+by declaration (the first target, then the first installed backend, that declares it
+takes every canonical op; or the one the user names), and owns every decision between
+an optimised graph and an executable: quantisation and the lowering of quantised units
+for integer backends (:mod:`hetero.core.quant.flow`), the partition across the targets
+(:func:`~hetero.core.partition.partition_graph`) with the keep-whole rule, the compile
+of every region's subgraph (through the compile cache) and the fallback of a region
+whose backend fails. ``hetero.compile``, every CLI command, the conformance suite and
+the ONNX backend adapter go through it.
+
+``compile_model`` adds the import (ONNX path, ModelProto or Graph), the graph passes,
+and the executables that compile later: per input shape for dynamic dimensions, in
+stages for data-dependent shapes and control flow.
 
 Failure is contained (ARCHITECTURE.md rule 6): a node no target takes lands on the
 fallback, and a backend that raises while compiling a region has that region
@@ -15,6 +23,7 @@ the report. ``strict=True`` turns either into an error.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import warnings
@@ -30,7 +39,8 @@ from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, partition_graph
 from hetero.core.passes.pipeline import optimize
 from hetero.core import progress
 from hetero.core.plugin.backend import Backend, CompiledPart
-from hetero.core.plugin.manager import get_backend
+from hetero.core.plugin.manager import PluginSet, load_plugins
+from hetero.core.plugin.target import Target, bind, route_options
 from hetero.core.quant.calibrate import Calibration
 from hetero.core.quant.flow import prepare_for_targets
 from hetero.core.runtime.cache import CompileCache, open_cache
@@ -44,21 +54,204 @@ from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
 from hetero.core.staging import StagedExecutable
 from hetero.errors import (
-    DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, PluginError, UnsupportedOpError,
+    DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
+    UnsupportedOpError,
 )
-
-#: The backend that takes every op, and whatever the targets refuse or fail to compile.
-FALLBACK = "llvm_cpu"
-
 
 class CompileFallbackWarning(UserWarning):
     """A backend raised while compiling a region; the fallback compiled it instead."""
 
 
+class Session:
+    """One compile's targets, bound once, and every decision from a graph to an executable.
+
+    ``targets`` are backend names in order of preference. ``fallback`` names the
+    backend that takes what the targets refuse or fail to compile; by default the
+    first target that declares it takes every canonical op, else the first such
+    installed backend (bundled ones first), else none: then every node must have a
+    taker among the targets. ``options`` are the backends' compile options, each
+    routed to the targets that declare it (:func:`~hetero.core.plugin.target.route_options`:
+    one no target declares is an :class:`~hetero.errors.OptionError`). ``policy``,
+    ``overrides`` and ``min_ratio`` go to the partitioner; ``strict``, ``quantize``
+    and ``calibration_method`` are as in :func:`compile_model`; ``cache`` names a
+    compile-cache folder.
+
+    >>> session = Session(["npu_sim"], options={"npu_sram_kib": 64})   # doctest: +SKIP
+    >>> part = session.partition(session.prepare(graph))               # doctest: +SKIP
+    >>> exe = session.compile(graph)                                    # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[str] | str,
+        *,
+        fallback: str | None = None,
+        policy: str = "priority",
+        overrides: Mapping[str, str] | None = None,
+        strict: bool = False,
+        min_ratio: float = DEFAULT_MIN_RATIO,
+        quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
+        calibration_method: str = "minmax",
+        cache: str | os.PathLike[str] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        names = [targets] if isinstance(targets, str) else list(targets)
+        if not names:
+            raise OptionError("no targets: name at least one backend (`hetero plugins` lists them)")
+        if len(set(names)) != len(names):
+            raise OptionError(f"targets {names}: each backend may be named once")
+        plugins = load_plugins()
+        selected = [plugins.get(name) for name in names]
+        chosen = _choose_fallback(fallback, selected, plugins)
+        if chosen is not None and chosen.name not in names:
+            selected.append(chosen)
+        routed = route_options(options or {}, selected, plugins.backends)
+        #: Every target, the user's in order, then the fallback when it is not among them.
+        self.targets: tuple[Target, ...] = tuple(bind(b, routed[b.name]) for b in selected)
+        #: The fallback backend's name, or None when no backend can be one.
+        self.fallback: str | None = None if chosen is None else chosen.name
+        self.policy = policy
+        self.overrides = dict(overrides or {})
+        self.strict = strict
+        self.min_ratio = min_ratio
+        self.quantize = quantize
+        self.calibration_method = calibration_method
+        self.cache = cache
+        self.options = dict(options or {})
+
+    @property
+    def names(self) -> list[str]:
+        """The target names, in order, the fallback last when it was added."""
+        return [t.name for t in self.targets]
+
+    def target(self, name: str) -> Target:
+        """The target of backend ``name``."""
+        return next(t for t in self.targets if t.name == name)
+
+    def in_float(self) -> Session:
+        """This session without quantisation: for the stages of a staged model and the
+        bodies of its control flow, which compile in float."""
+        twin = copy.copy(self)
+        twin.quantize = None
+        return twin
+
+    def prepare(self, graph: Graph) -> Graph:
+        """``graph`` quantised as asked, its quantised units lowered to integer ops where a
+        target other than the fallback computes in int8 (what :meth:`partition` sees)."""
+        return prepare_for_targets(graph, self.targets, self.fallback, self.quantize, self.calibration_method)
+
+    def partition(self, graph: Graph) -> Partition:
+        """The partition :meth:`compile` builds: ``graph`` (prepared) across the targets.
+
+        When the first target takes every node under the priority policy without
+        overrides, the whole graph stays on it, however small: the user asked for
+        that backend, and there is no island to weigh against its transfers.
+        """
+        with progress.stage("partition"):
+            partition = partition_graph(graph, self.targets, policy=self.policy, overrides=self.overrides,
+                                        fallback=self.fallback, min_ratio=self.min_ratio)
+            annotation = partition.assignment.annotation
+            first = annotation.names[0]
+            whole = all(annotation.takes(n.name, first) for n in graph.nodes)
+            if self.policy == "priority" and not self.overrides and whole and partition.assignment.moved():
+                partition = partition_graph(graph, self.targets, policy=self.policy, fallback=self.fallback,
+                                            min_ratio=0.0)
+        if self.strict:
+            _refuse_fallbacks(partition, self.overrides)
+        return partition
+
+    def compile(self, graph: Graph, dump: str | os.PathLike[str] | None = None) -> Executable:
+        """``graph`` (optimised) prepared, partitioned and compiled, region by region.
+
+        ``dump`` names a folder for every stage: the graph and the partition report
+        here, each backend's own stages under a folder of its name (per region when
+        there are several).
+        """
+        graph = self.prepare(graph)
+        partition = self.partition(graph)
+        folder = Path(dump) if dump is not None else None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "graph.txt").write_text(str(graph) + "\n")
+            (folder / "partition.txt").write_text(partition.report() + "\n")
+        store = open_cache(self.cache)
+        placements: list[Placement] = []
+        fallbacks: list[CompileFallback] = []
+        units = _units(graph, partition)
+        for index, (name, backend_name, subgraph) in enumerate(units, 1):
+            progress.step("compile", index, len(units), f"region {name} on {backend_name}")
+            target = self.target(backend_name)
+            where = None if folder is None else folder / target.name
+            if where is not None and len(partition.regions) > 1:
+                where = where / name
+            try:
+                part = _compile(target, subgraph, store, where)
+            except Exception as exc:
+                target, part, fallback = self._recover(exc, target, name, subgraph, partition, store, folder)
+                fallbacks.append(fallback)
+            placements.append(Placement(target.name, target.version, part, name,
+                                        output_types=tuple(Interface.of(subgraph).outputs)))
+        progress.end("compile")
+        plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements],
+                              [v.name for v in graph.outputs], partition.assignment.home)
+        for placement, into, back in zip(placements, plan.into, plan.home):
+            placement.transfers_in, placement.transfers_out = into, back
+        # An output that is a constant (a folded Shape, say) is computed by no region.
+        constants = {v.name: v.data for v in graph.outputs if v.data is not None}
+        return Executable(graph.name, Interface.of(graph), placements, constants,
+                          partition=json.loads(partition.to_json()),
+                          partition_report=partition.report(), fallbacks=fallbacks)
+
+    def _recover(self, exc: Exception, target: Target, region: str, subgraph: Graph, partition: Partition,
+                 store: CompileCache | None, folder: Path | None) -> tuple[Target, CompiledPart, CompileFallback]:
+        """The fallback's compile of a region ``target`` failed on, or the error that says
+        why there is none (strict, the region was the fallback's, an override pins it)."""
+        error = f"{type(exc).__name__}: {exc}"
+        graph = partition.graph.name
+        inside = {n.name for n in subgraph.nodes}
+        pins = sorted({str(p) for n, p in partition.assignment.pins.items() if n in inside})
+        if self.strict or self.fallback is None or target.name == self.fallback or pins:
+            why = ("" if target.name == self.fallback else
+                   f"; {', '.join(pins)} pins its nodes there, so it cannot fall back" if pins else
+                   "; no installed backend declares that it takes every op, so there is no fallback"
+                   if self.fallback is None else f"; without {{strict}} it falls back to {self.fallback}")
+            raise PluginError(
+                f"backend {target.name} failed to compile region {region} of {graph} "
+                f"({len(subgraph.nodes)} node(s), first {subgraph.nodes[0].name}): {error}{why}",
+                strict=Keyword("strict", "True")) from exc
+        fallback = self.target(self.fallback)
+        warnings.warn(f"backend {target.name} failed to compile region {region} of {graph}: {error}; "
+                      f"{fallback.name} compiles it instead", CompileFallbackWarning, stacklevel=3)
+        where = None if folder is None else folder / fallback.name / region
+        part = _compile(fallback, subgraph, store, where)
+        return fallback, part, CompileFallback(region, target.name, fallback.name, error)
+
+
+def _choose_fallback(named: str | None, selected: Sequence[Backend], plugins: PluginSet) -> Backend | None:
+    """The fallback backend: ``named``, or by declaration among the targets, then among the
+    installed backends in discovery order (bundled first); None when none declares it."""
+    if named is not None:
+        backend = plugins.get(named)
+        if not backend.takes_every_op:
+            raise OptionError(f"fallback {named!r}: backend {named} does not declare that it takes every "
+                              "canonical op (takes_every_op), so the nodes no target takes could not all "
+                              f"land on it; name one that does ({_complete(plugins) or 'none is installed'})")
+        return backend
+    for backend in [*selected, *plugins.backends.values()]:
+        if backend.takes_every_op:
+            return backend
+    return None
+
+
+def _complete(plugins: PluginSet) -> str:
+    return ", ".join(name for name, b in plugins.backends.items() if b.takes_every_op)
+
+
 def compile_model(
     model: str | os.PathLike[str] | onnx.ModelProto | Graph,
-    targets: Sequence[str] = ("llvm_cpu",),
+    targets: Sequence[str] = (),
     *,
+    fallback: str | None = None,
     policy: str = "priority",
     overrides: Mapping[str, str] | None = None,
     strict: bool = False,
@@ -75,6 +268,9 @@ def compile_model(
 ) -> Executable | SpecializingExecutable | StagedExecutable:
     """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
 
+    ``targets`` default to the fallback alone. ``fallback`` names the backend that
+    takes what the targets refuse or fail to compile; by default the first target,
+    then the first installed backend, that declares it takes every canonical op.
     ``policy`` (``"priority"`` or ``"cost"``), ``overrides`` (node name or op type →
     backend) and ``min_ratio`` go to the partitioner. When the first target takes
     every node under the priority policy without overrides, the whole graph stays on
@@ -86,8 +282,8 @@ def compile_model(
     ``quantize`` asks for post-training int8 quantisation after the passes: a list of
     sample inputs to calibrate on (with ``calibration_method``, ``"minmax"`` or
     ``"percentile"``) or a ready :class:`~hetero.core.quant.Calibration`. Where a
-    target computes in int8 (npu_sim), the quantised units it takes become integer
-    ops before partitioning; a model that arrives quantised (QDQ) gets the same.
+    target computes in int8, the quantised units it takes become integer ops before
+    partitioning; a model that arrives quantised (QDQ) gets the same.
 
     ``input_values`` binds inputs to values (``{"axes": [1]}``), compiled in as
     constants. A model with dynamic dimensions that ``input_shapes`` leaves open, or
@@ -111,8 +307,10 @@ def compile_model(
     ``passes`` replaces the default optimisation pipeline (``[]`` runs none);
     ``dump`` names a folder that receives every stage (the graph after passes and the
     partition report here, each backend's own stages under a folder of its name, per
-    region when there are several). Other keyword options go to the backends, which
-    ignore what is not theirs. ``cache`` names a compile-cache folder (by default
+    region when there are several). Other keyword options go to the backends that
+    declare them (``hetero plugins NAME`` lists a backend's options); one that no
+    target declares is an :class:`~hetero.errors.OptionError` naming the nearest
+    option there is. ``cache`` names a compile-cache folder (by default
     ``$HETERO_CACHE_DIR`` when set): a part compiled before with the same subgraph,
     backend version and options is loaded from it instead of compiled.
 
@@ -120,21 +318,39 @@ def compile_model(
     >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
     >>> print(exe.report())                                          # doctest: +SKIP
     """
+    if not targets:
+        default = _choose_fallback(fallback, [], load_plugins())
+        if default is None:
+            raise OptionError("no targets given and no installed backend declares that it takes every op; "
+                              "name the targets")
+        targets = [default.name]
+    session = Session(targets, fallback=fallback, policy=policy, overrides=overrides, strict=strict,
+                      min_ratio=min_ratio, quantize=quantize, calibration_method=calibration_method,
+                      cache=cache, options=options)
+    return _compile_model(session, model, input_shapes, input_values, max_specializations, passes, dump)
+
+
+def _compile_model(
+    session: Session,
+    model: str | os.PathLike[str] | onnx.ModelProto | Graph,
+    input_shapes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, Sequence[int]]] | None,
+    input_values: Mapping[str, Any] | None,
+    max_specializations: int | None,
+    passes: Sequence[str] | None,
+    dump: str | os.PathLike[str] | None,
+) -> Executable | SpecializingExecutable | StagedExecutable:
+    """:func:`compile_model` with its session made."""
     if isinstance(model, Graph):
         graph = model
     else:
         ahead = None if input_shapes is None or isinstance(input_shapes, Mapping) else list(input_shapes)
-        settings = dict(policy=policy, overrides=overrides, strict=strict, min_ratio=min_ratio,
-                        passes=passes, dump=dump, cache=cache, quantize=quantize,
-                        calibration_method=calibration_method, **options)
 
         def later(stage: onnx.ModelProto | Graph) -> Any:
             # A stage: same targets and settings, no dump of its own. Only the prefix (the
             # one stage given as a Graph) takes the model's inputs, so only it is calibrated
             # on the samples; tails and bodies compile in float.
-            quantized = quantize if isinstance(stage, Graph) else None
-            return compile_model(stage, targets, max_specializations=max_specializations,
-                                 **{**settings, "dump": None, "quantize": quantized})
+            own = session if isinstance(stage, Graph) else session.in_float()
+            return _compile_model(own, stage, None, None, max_specializations, passes, None)
 
         def staged(cut: DataDependentError) -> StagedExecutable:
             if cut.split is None:  # raised outside an import (never by load_onnx itself)
@@ -157,7 +373,7 @@ def compile_model(
                                       input_values={**(input_values or {}), **values})
                 except DataDependentError as cut:
                     return staged(cut)
-                return compile_model(bound, targets, **settings)
+                return _compile_model(session, bound, None, None, max_specializations, passes, dump)
 
             exe = SpecializingExecutable(_model_name(model), exc, build, max_specializations)
             for shapes in ahead or ():
@@ -165,63 +381,7 @@ def compile_model(
             return exe
     with progress.stage("optimise"):
         graph = optimize(graph, passes)
-    names = [targets] if isinstance(targets, str) else list(targets)
-    if FALLBACK not in names:
-        names.append(FALLBACK)
-    backends = {name: get_backend(name) for name in names}
-    graph = prepare_for_targets(graph, list(backends.values()), FALLBACK, quantize, calibration_method)
-    with progress.stage("partition"):
-        partition = partition_for_targets(graph, list(backends.values()), policy, overrides, min_ratio)
-    if strict:
-        _refuse_fallbacks(partition, overrides or {})
-    folder = Path(dump) if dump is not None else None
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "graph.txt").write_text(str(graph) + "\n")
-        (folder / "partition.txt").write_text(partition.report() + "\n")
-    store = open_cache(cache)
-    placements: list[Placement] = []
-    fallbacks: list[CompileFallback] = []
-    units = _units(graph, partition)
-    for index, (name, backend_name, subgraph) in enumerate(units, 1):
-        progress.step("compile", index, len(units), f"region {name} on {backend_name}")
-        backend = backends[backend_name]
-        where = None if folder is None else folder / backend.name
-        if where is not None and len(partition.regions) > 1:
-            where = where / name
-        try:
-            part = _compile(backend, subgraph, options, store, where)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            inside = {n.name for n in subgraph.nodes}
-            pins = sorted({str(p) for n, p in partition.assignment.pins.items() if n in inside})
-            if strict or backend.name == FALLBACK or pins:
-                raise PluginError(
-                    f"backend {backend.name} failed to compile region {name} of {graph.name} "
-                    f"({len(subgraph.nodes)} node(s), first {subgraph.nodes[0].name}): {error}"
-                    + ("" if backend.name == FALLBACK else
-                       f"; {', '.join(pins)} pins its nodes there, so it cannot fall back" if pins else
-                       f"; without {{strict}} it falls back to {FALLBACK}"),
-                    strict=Keyword("strict", "True")) from exc
-            fallback = backends[FALLBACK]
-            warnings.warn(f"backend {backend.name} failed to compile region {name} of "
-                          f"{graph.name}: {error}; {fallback.name} compiles it instead",
-                          CompileFallbackWarning, stacklevel=2)
-            fallbacks.append(CompileFallback(name, backend.name, fallback.name, error))
-            backend = fallback
-            where = None if folder is None else folder / fallback.name / name
-            part = _compile(backend, subgraph, options, store, where)
-        placements.append(Placement(backend.name, backend.version, part, name,
-                                    output_types=tuple(Interface.of(subgraph).outputs)))
-    progress.end("compile")
-    plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements])
-    for placement, steps in zip(placements, plan):
-        placement.transfers_in = tuple(steps)
-    # An output that is a constant (a folded Shape, say) is computed by no region.
-    constants = {v.name: v.data for v in graph.outputs if v.data is not None}
-    return Executable(graph.name, Interface.of(graph), placements, constants,
-                      partition=json.loads(partition.to_json()),
-                      partition_report=partition.report(), fallbacks=fallbacks)
+    return session.compile(graph, dump)
 
 
 def _model_name(model: str | os.PathLike[str] | onnx.ModelProto) -> str:
@@ -243,25 +403,6 @@ def _units(graph: Graph, partition: Partition) -> list[tuple[str, str, Graph]]:
     return [(r.name, r.backend, partition.subgraph(r)) for r in regions]
 
 
-def partition_for_targets(graph: Graph, backends: Sequence[Backend], policy: str = "priority",
-                          overrides: Mapping[str, str] | None = None,
-                          min_ratio: float = DEFAULT_MIN_RATIO) -> Partition:
-    """The partition :func:`compile_model` compiles: ``graph`` across ``backends`` with the
-    fallback, kept whole on the first target when that target takes every node.
-
-    ``hetero partition`` and ``hetero compare`` show this one, so what they show is what
-    ``hetero.compile`` builds.
-    """
-    partition = partition_graph(graph, backends, policy=policy, overrides=overrides,
-                                fallback=FALLBACK, min_ratio=min_ratio)
-    annotation = partition.assignment.annotation
-    first = annotation.names[0]
-    whole = all(annotation.takes(n.name, first) for n in graph.nodes)
-    if policy == "priority" and not overrides and whole and partition.assignment.moved():
-        partition = partition_graph(graph, backends, policy=policy, fallback=FALLBACK, min_ratio=0.0)
-    return partition
-
-
 def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> None:
     """Raise for every node off its preferred backend because that backend refused it."""
     annotation = partition.assignment.annotation
@@ -280,12 +421,11 @@ def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> Non
         )
 
 
-def _compile(backend: Backend, subgraph: Graph, options: Mapping[str, Any],
-             store: CompileCache | None, dump_dir: Path | None) -> CompiledPart:
+def _compile(target: Target, subgraph: Graph, store: CompileCache | None, dump_dir: Path | None) -> CompiledPart:
     """One region's compile, through the cache unless its stages are to be dumped."""
     if dump_dir is not None:
         # A dump asks for every stage, and only a real compile writes them.
-        return backend.compile(subgraph, {**options, "dump_dir": str(dump_dir)})
+        return target.dumping_to(dump_dir).compile(subgraph)
     if store is None:
-        return backend.compile(subgraph, dict(options))
-    return store.compile(subgraph, backend, dict(options))
+        return target.compile(subgraph)
+    return store.compile(subgraph, target)

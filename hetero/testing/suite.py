@@ -8,18 +8,20 @@ One test per claim, so that the report says which claim broke:
 - ``test_pattern[NAME]``: each pattern's example, compiled whole, against the reference.
 - ``test_rejection[OP]``: ``supports`` answers for every canonical op, never raises.
 - ``test_artifact[OP]``: compiling twice gives the same artifact, which loads and runs.
-- ``test_model[NAME]``: small models split between the backend and llvm_cpu.
+- ``test_model[NAME]``: small models split between the backend and the fallback.
 - ``test_model_int8[NAME]``: the same models quantised to int8, for a backend that
   computes in integers (it claims hetero's integer ops, e.g. ``QConv``).
 - ``test_bad_input[KIND]``: wrong inputs to a compiled executable are InputErrors.
 
-Every compile here calls ``backend.compile`` directly (the models excepted, which
-go through :func:`hetero.compile` and fail on any fallback): a claim that fails is a
-failure, never quietly routed to the CPU.
+Every compile here calls the backend's ``compile`` directly, for its target under
+default options (the models excepted, which go through :func:`hetero.compile` and
+fail on any fallback): a claim that fails is a failure, never quietly routed to the
+CPU.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -38,6 +40,7 @@ from hetero.core.ir.opdef import op_names
 from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.core.plugin.backend import Backend, Pattern, Support, validate_backend
 from hetero.core.plugin.manager import PluginSet, load_plugins
+from hetero.core.plugin.target import Target, bind
 from hetero.core.quant.flow import lower_for_backends, quantize_model
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import HeteroError, InputError, UnknownBackendError
@@ -53,8 +56,6 @@ from hetero.testing.cases import (
 from hetero.testing.matrix import UNSUPPORTED_PREFIX
 from hetero.testing.models import MODELS, calibration_inputs, model_inputs
 
-#: The backend every model falls back to for the ops the checked backend does not take.
-FALLBACK = "llvm_cpu"
 #: Generated cases tried per dtype when a backend declines an op's example case.
 ACCEPTED_SEARCH = 50
 
@@ -67,6 +68,12 @@ def _composite_tolerance(dtype: np.dtype) -> Tolerance:
     if dtype.kind in "biu":
         return Tolerance(0.0, 0.0)
     return _COMPOSITE.get(dtype.name, _COMPOSITE["float16"])
+
+
+@functools.cache
+def _target(backend: Backend) -> Target:
+    """The backend bound to its default options: what every direct check compiles for."""
+    return bind(backend)
 
 
 def _name(config: pytest.Config) -> str:
@@ -196,7 +203,7 @@ def test_contract_pattern(backend: Backend, pattern: Pattern) -> None:
     graph = _pattern_example(backend, pattern)
     refusals = []
     for node in graph.nodes:
-        for _, verdict in pattern.match(node):
+        for _, verdict in pattern.match(node, _target(backend)):
             if verdict.ok:
                 return
             refusals.append(f"at {node.name}: {verdict.reason}")
@@ -233,7 +240,7 @@ def _settings(max_examples: int) -> settings:
 def _declined(backend: Backend, graph: Graph) -> str | None:
     """The first refusal of ``backend`` for a node of ``graph``, or None if it takes them all."""
     for node in graph.nodes:
-        verdict = backend.supports(node)
+        verdict = _target(backend).supports(node)
         if not verdict.ok:
             return f"{node.name} ({node.op}): {verdict.reason}"
     return None
@@ -242,7 +249,7 @@ def _declined(backend: Backend, graph: Graph) -> str | None:
 def _check_case(backend: Backend, case: OpCase) -> None:
     """Compile ``case`` with the backend alone, run it, compare; AssertionError naming all."""
     try:
-        part = backend.compile(case.graph, {})
+        part = _target(backend).compile(case.graph)
     except Exception as exc:
         raise AssertionError(f"{backend.name} claims {case.op} but cannot compile "
                              f"{case.describe()}: {type(exc).__name__}: {exc}") from exc
@@ -299,7 +306,7 @@ def test_pattern(backend: Backend, pattern: Pattern) -> None:
     inputs = model_inputs(graph)
     want = run_reference(graph, inputs)
     try:
-        got = backend.compile(graph, {}).run(inputs)
+        got = _target(backend).compile(graph).run(inputs)
     except Exception as exc:  # noqa: BLE001 - whatever a plugin raises is its failure
         _fail(f"{backend.name}: pattern {pattern.name!r}: its example fails to compile "
               f"or run: {type(exc).__name__}: {exc}")
@@ -325,7 +332,7 @@ def test_rejection(backend: Backend, canonical_op: str) -> None:
         case = example_case(canonical_op, dtype)
         for node in case.graph.nodes:
             try:
-                verdict = backend.supports(node)
+                verdict = _target(backend).supports(node)
             except Exception as exc:  # noqa: BLE001 - whatever a plugin raises is its failure
                 _fail(f"{backend.name}.supports raised {type(exc).__name__}: {exc} for "
                       f"{case.describe()}; refuse with Support.no(reason) instead")
@@ -364,10 +371,10 @@ def test_artifact(backend: Backend, claimed_op: str) -> None:
     clock (the second is compiled and read with ``time.time`` moved on); the artifact
     loads and runs."""
     case = _accepted_example(backend, claimed_op)
-    first = backend.compile(case.graph, {})
+    first = _target(backend).compile(case.graph)
     artifact = first.artifact
     with _clock_moved(DAY):
-        again = backend.compile(case.graph, {}).artifact
+        again = _target(backend).compile(case.graph).artifact
     assert isinstance(artifact, bytes), (
         f"{backend.name}: the artifact of {case.describe()} is {type(artifact).__name__}, not bytes")
     assert artifact == again, (
@@ -399,13 +406,13 @@ def _clock_moved(seconds: float) -> Iterator[None]:
 
 
 def test_model(backend: Backend, model: Callable[[], Graph]) -> None:
-    """The model, split between the backend and llvm_cpu, matches the reference, and
+    """The model, split between the backend and the fallback, matches the reference, and
     the backend gets a node of it when it takes any."""
     graph = model()
-    taken = [n.name for n in graph.nodes if backend.supports(n).ok]
+    taken = [n.name for n in graph.nodes if _target(backend).supports(n).ok]
     if not taken:
         pytest.skip("backend claims none of the model's ops")
-    targets = [backend.name] if backend.name == FALLBACK else [backend.name, FALLBACK]
+    targets = [backend.name]  # hetero.compile adds the fallback
     inputs = model_inputs(graph)
     # min_ratio=0: keep even a one-node island on the backend, so it is exercised.
     try:
@@ -425,7 +432,7 @@ def test_model(backend: Backend, model: Callable[[], Graph]) -> None:
 
 def test_model_int8(backend: Backend, int8_model: Callable[[], Graph]) -> None:
     """The model quantised to int8 (``quantize=`` on :func:`calibration_inputs`), split
-    between the backend and llvm_cpu, matches the reference of its integer graph.
+    between the backend and the fallback, matches the reference of its integer graph.
 
     The integer graph is what :func:`hetero.compile` partitions: the optimised model,
     quantised, its QDQ units lowered to integer ops where the backend takes them (the
@@ -433,20 +440,20 @@ def test_model_int8(backend: Backend, int8_model: Callable[[], Graph]) -> None:
     integer backend declines a region).
     Each part on the backend, fed the reference's values, must reproduce the
     reference's exactly (integer outputs at zero tolerance); the whole model, whose
-    float tail (dequantisation, float-only ops) runs on llvm_cpu, within the
+    float tail (dequantisation, float-only ops) runs on the fallback, within the
     composite float tolerance.
     """
     graph = int8_model()
     samples = calibration_inputs(graph)
     lowered = lower_for_backends(quantize_model(hetero.optimize(graph), samples), [backend])
-    taken = [n.name for n in lowered.nodes if backend.supports(n).ok]
+    taken = [n.name for n in lowered.nodes if _target(backend).supports(n).ok]
     if not taken:
         pytest.skip(f"{backend.name} takes no node of {graph.name} quantised to int8")
-    targets = [backend.name] if backend.name == FALLBACK else [backend.name, FALLBACK]
+    targets = [backend.name]  # hetero.compile adds the fallback
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if backend.name == FALLBACK:
+            if backend.takes_every_op:
                 # Compiling never lowers QDQ units for the fallback (it runs integer ops
                 # but does not cause them); it meets them in a region an integer backend
                 # declined. Give it that integer graph itself.

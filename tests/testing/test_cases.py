@@ -22,6 +22,8 @@ from hetero.testing import (
     op_cases,
 )
 from hetero.testing.suite import _check_case
+from hetero.core.plugin.target import bind
+from toyplugin import ToyBackend
 
 SMALL = 4096  # elements per tensor: a backend compiles and runs a case in well under a second
 FEW = settings(max_examples=3, deadline=None, database=None,
@@ -140,7 +142,7 @@ _LLVM = get_backend("llvm_cpu")
 
 
 def _run_on_llvm(case: OpCase) -> None:
-    part = _LLVM.compile(case.graph, {})
+    part = bind(_LLVM).compile(case.graph)
     if case.error is not None:
         with pytest.raises(case.error):
             part.run(case.inputs)
@@ -217,15 +219,14 @@ class _Part:
         self.run = fn
 
 
-class _Backend:
+class _Backend(ToyBackend):
     """A backend computing one op with a numpy function that has the classic edge bugs."""
 
-    name = "edgy"
-
     def __init__(self, fn) -> None:  # noqa: ANN001
+        super().__init__("edgy")
         self.fn = fn
 
-    def compile(self, graph, options):  # noqa: ANN001, ANN201
+    def compile(self, graph, target):  # noqa: ANN001, ANN201
         out = graph.outputs[0].name
         return _Part(lambda inputs: {out: self.fn(*inputs.values())})
 

@@ -38,8 +38,8 @@ class OffByOne(ToyPart):
         return out
 
 class Buggy(ToyBackend):
-    def compile(self, subgraph, options):
-        return OffByOne(super().compile(subgraph, options).program)
+    def compile(self, subgraph, target):
+        return OffByOne(super().compile(subgraph, target).program)
 
     def load_artifact(self, artifact):
         return OffByOne(super().load_artifact(artifact).program)
@@ -52,10 +52,10 @@ def hetero_backends():
 # Claims Neg, then refuses to compile it.
 LIAR = _PREAMBLE + """
 class Liar(ToyBackend):
-    def compile(self, subgraph, options):
+    def compile(self, subgraph, target):
         if any(node.op == "Neg" for node in subgraph.nodes):
             raise PluginError(f"{self.name}: no kernel for Neg in {subgraph.name}")
-        return super().compile(subgraph, options)
+        return super().compile(subgraph, target)
 
 @hookimpl
 def hetero_backends():
@@ -65,10 +65,10 @@ def hetero_backends():
 # Lists Neg among its ops, then declines every Neg it is offered.
 HOLLOW = _PREAMBLE + """
 class Hollow(ToyBackend):
-    def supports(self, node):
+    def supports(self, node, target):
         if node.op == "Neg":
             return Support.no(f"{self.name} has no Neg kernel yet")
-        return super().supports(node)
+        return super().supports(node, target)
 
 @hookimpl
 def hetero_backends():
@@ -86,8 +86,8 @@ def add_relu():
     return b.build()
 
 class FloatsOnly(ToyBackend):
-    def supports(self, node):
-        verdict = super().supports(node)
+    def supports(self, node, target):
+        verdict = super().supports(node, target)
         if verdict and node.inputs[0].dtype.kind != "f":
             return Support.no(f"{self.name} computes in floating point only")
         return verdict
@@ -114,8 +114,8 @@ class Stamped(ToyPart):
         self.artifact = buffer.getvalue()
 
 class Clocked(ToyBackend):
-    def compile(self, subgraph, options):
-        return Stamped(super().compile(subgraph, options).program)
+    def compile(self, subgraph, target):
+        return Stamped(super().compile(subgraph, target).program)
 
     def load_artifact(self, artifact):
         with zipfile.ZipFile(io.BytesIO(artifact)) as zf:

@@ -4,8 +4,8 @@
 ``find_transfers`` → ``fit_memory``, packaged as :func:`partition_graph`, which returns a
 :class:`Partition` with its report::
 
-    from hetero.core.plugin import get_backend
-    part = partition_graph(graph, [get_backend("npu_sim"), get_backend("llvm_cpu")])
+    from hetero.core.plugin import bind, get_backend
+    part = partition_graph(graph, [bind(get_backend(name), options) for name in targets])
     print(part.report())
     for region in part.regions:
         sub = part.subgraph(region)   # what that region's backend compiles
@@ -14,7 +14,7 @@
 from hetero.core.partition.annotate import Annotation, Composite, annotate
 from hetero.core.partition.assign import POLICIES, Assignment, Choice, Pin, assign
 from hetero.core.partition.fit import fit_memory, plan_partition_memory
-from hetero.core.partition.partition import Partition, partition_graph
+from hetero.core.partition.partition import BY_DECLARATION, Partition, choose_fallback, partition_graph
 from hetero.core.partition.regions import (
     DEFAULT_MIN_RATIO,
     Region,
@@ -25,7 +25,7 @@ from hetero.core.partition.regions import (
 from hetero.core.partition.transfers import Transfer, find_transfers
 
 __all__ = [
-    "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
-    "Partition", "Pin", "Region", "Transfer", "annotate", "assign", "find_transfers", "fit_memory",
+    "BY_DECLARATION", "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
+    "Partition", "Pin", "Region", "Transfer", "annotate", "assign", "choose_fallback", "find_transfers", "fit_memory",
     "merge_regions", "partition_graph", "plan_partition_memory", "quotient_graph", "return_small_regions",
 ]

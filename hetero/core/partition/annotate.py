@@ -14,6 +14,7 @@ from functools import cached_property
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.passes.pattern import Match, Op, Opt
 from hetero.core.plugin.backend import Backend, Pattern, Support
+from hetero.core.plugin.target import Target, as_target
 from hetero.errors import PartitionError, PluginError
 
 
@@ -42,7 +43,7 @@ class Annotation:
     """
 
     graph: Graph
-    backends: tuple[Backend, ...]
+    backends: tuple[Target, ...]
     support: Mapping[str, Mapping[str, Support]]
     composites: tuple[Composite, ...]
 
@@ -51,8 +52,8 @@ class Annotation:
         """The backend names, in the targets' order."""
         return tuple(b.name for b in self.backends)
 
-    def backend(self, name: str) -> Backend:
-        """The annotated backend called ``name``."""
+    def backend(self, name: str) -> Target:
+        """The annotated target of the backend called ``name``."""
         for b in self.backends:
             if b.name == name:
                 return b
@@ -80,12 +81,15 @@ class Annotation:
         return "" if self.takes(node, backend) else self.support[node][backend].reason
 
 
-def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
+def annotate(graph: Graph, backends: Sequence[Target | Backend]) -> Annotation:
     """Ask each of ``backends`` (the targets, in order) about every node of ``graph``.
+
+    A Backend given instead of a Target is bound to its default options.
 
     A backend whose ``supports`` raises refuses the node, with the error as the reason
     (a broken plugin must not take the compiler down, ARCHITECTURE.md rule 6).
     """
+    backends = [as_target(b) for b in backends]
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise PartitionError(f"backends {names}: each backend may be selected once")
@@ -101,7 +105,7 @@ def annotate(graph: Graph, backends: Sequence[Backend]) -> Annotation:
     return Annotation(graph, tuple(backends), support, tuple(composites))
 
 
-def ask(backend: Backend, node: Node, on_raise: Callable[[str], None] | None = None) -> Support:
+def ask(backend: Target, node: Node, on_raise: Callable[[str], None] | None = None) -> Support:
     """``backend.supports(node)``, contained: a raise is a refusal whose reason names the
     error (and is passed to ``on_raise`` when given, for callers that record it);
     an answer that is no :class:`~hetero.core.plugin.Support` is a PluginError."""
@@ -120,10 +124,10 @@ def ask(backend: Backend, node: Node, on_raise: Callable[[str], None] | None = N
     return answer
 
 
-def _composites(backend: Backend, pattern: Pattern, node: Node,
+def _composites(backend: Target, pattern: Pattern, node: Node,
                 index: Mapping[int, int]) -> Iterator[Composite]:
     try:
-        found = list(pattern.match(node))
+        found = list(pattern.match(node, backend))
     except PluginError:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing check refuses the match

@@ -78,9 +78,15 @@ class Assignment:
 
     annotation: Annotation
     policy: str
-    fallback: str
+    fallback: str | None
     choices: Mapping[str, Choice]
     pins: Mapping[str, Pin] = field(default_factory=dict)
+
+    @property
+    def home(self) -> str:
+        """The memory space graph inputs and outputs live in: the fallback's (the host),
+        or the first target's when there is no fallback."""
+        return self.fallback if self.fallback is not None else self.annotation.names[0]
 
     def backend_of(self, node: str) -> str:
         """The backend ``node`` is assigned to."""
@@ -123,19 +129,21 @@ def assign(
     annotation: Annotation,
     policy: str = "priority",
     overrides: Mapping[str, str] | None = None,
-    fallback: str = "llvm_cpu",
+    fallback: str | None = None,
 ) -> Assignment:
     """Choose a backend for every node of ``annotation.graph``.
 
-    ``fallback`` names the backend that takes what no other does; it must be among
-    the annotated backends. Raises :class:`~hetero.errors.PartitionError` for an
+    ``fallback`` names the backend that takes what no other does (the core chooses it
+    by declaration: :func:`~hetero.core.partition.partition.choose_fallback`); it must
+    be among the annotated backends; None is none, and then every node must have a
+    taker among the targets. Raises :class:`~hetero.errors.PartitionError` for an
     unknown policy, an override naming no node or op of the graph, an override to a
     backend that refuses the node, or a node that no backend takes.
     """
     if policy not in POLICIES:
         raise PartitionError(f"unknown partition policy {policy!r}{did_you_mean(policy, POLICIES)}; "
                              f"choose one of {list(POLICIES)}")
-    if fallback not in annotation.names:
+    if fallback is not None and fallback not in annotation.names:
         raise PartitionError(f"fallback backend {fallback!r} is not among the annotated backends "
                              f"{list(annotation.names)}; pass it to annotate()")
     graph = annotation.graph
@@ -144,13 +152,16 @@ def assign(
     for node in graph.nodes:
         if node.name not in pinned and not any(annotation.takes(node.name, b) for b in annotation.names):
             why = "; ".join(f"{b}: {s.reason}" for b, s in annotation.support[node.name].items())
-            raise PartitionError(f"node {node.name} ({node.op}): no selected backend takes it ({why})")
+            none = "" if fallback is not None else (
+                "; and there is no fallback: no installed backend declares that it takes every op "
+                "(`hetero plugins` lists them; one that does is the fallback)")
+            raise PartitionError(f"node {node.name} ({node.op}): no selected backend takes it ({why}){none}")
     if policy == "priority":
         chosen = {n.name: pinned.get(n.name) or _first_taker(annotation, n.name) for n in graph.nodes}
         gains: dict[str, float] = {}
         unknown: dict[str, str] = {}
     else:
-        chosen, gains, unknown = _by_cost(annotation, pinned, fallback)
+        chosen, gains, unknown = _by_cost(annotation, pinned, fallback or annotation.names[0])
     preferred = annotation.names[0]
     choices = {}
     for node in graph.nodes:
@@ -203,9 +214,10 @@ def _first_taker(annotation: Annotation, node: str) -> str:
 
 
 def _by_cost(
-    annotation: Annotation, pinned: Mapping[str, str], fallback: str
+    annotation: Annotation, pinned: Mapping[str, str], home: str
 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
-    """The cost policy: greedy in topological order, then improvement sweeps.
+    """The cost policy: greedy in topological order, then improvement sweeps (graph
+    inputs come from, and outputs go to, the memory space ``home``).
 
     Returns the choices, each node's gain over its preferred backend, and why the
     preferred backend could not estimate a node, where it could not.
@@ -229,13 +241,13 @@ def _by_cost(
         total = compute[node.name][b]
         for v in node.inputs:
             if v is not None and v.data is None:
-                src = chosen[v.producer.name] if v.producer is not None else fallback
+                src = chosen[v.producer.name] if v.producer is not None else home
                 total += transfer_seconds(v.type.nbytes, backends[src], backends[b])
         if downstream:
             for v in node.outputs:
                 readers = {chosen[u.name] for u in v.users}
                 if id(v) in outputs:
-                    readers.add(fallback)
+                    readers.add(home)
                 total += sum(transfer_seconds(v.type.nbytes, backends[b], backends[r]) for r in readers)
         return total
 

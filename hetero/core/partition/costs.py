@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from hetero.core.ir.graph import Graph
-from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Estimate:
     problem: str = ""
 
 
-def estimate(backend: Backend, subgraph: Graph) -> Estimate:
+def estimate(backend: Target, subgraph: Graph) -> Estimate:
     """``backend.estimate(subgraph)``, contained: a raising estimate, or one that is not a
     finite, non-negative number of seconds, is infinite (so that it never wins a
     placement) and says why, for the partition report (ARCHITECTURE.md rule 6)."""
@@ -40,12 +40,12 @@ def estimate(backend: Backend, subgraph: Graph) -> Estimate:
     return Estimate(seconds)
 
 
-def estimate_seconds(backend: Backend, subgraph: Graph) -> float:
+def estimate_seconds(backend: Target, subgraph: Graph) -> float:
     """The seconds of :func:`estimate` (infinite when the backend could not estimate)."""
     return estimate(backend, subgraph).seconds
 
 
-def transfer_seconds(nbytes: int, src: Backend, dst: Backend) -> float:
+def transfer_seconds(nbytes: int, src: Target, dst: Target) -> float:
     """Seconds to move ``nbytes`` from ``src``'s memory to ``dst``'s.
 
     Data leaves through the source's outermost level and arrives through the

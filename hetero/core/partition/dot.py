@@ -80,7 +80,7 @@ def to_dot(part: Partition) -> str:
     for i, v in enumerate(graph.outputs):
         lines.append(f"  out{i} [label={_quote(v.name + chr(10) + str(v.type))}, shape=ellipse, "
                      'style=filled, fillcolor="#FFFFFF"];')
-    source = {id(v): (f"in{i}", fallback) for i, v in enumerate(graph.inputs)}
+    source = {id(v): (f"in{i}", part.assignment.home) for i, v in enumerate(graph.inputs)}
     for n in graph.nodes:
         for v in n.outputs:
             source[id(v)] = (node_id[id(n)], backend_of[id(n)])
@@ -93,7 +93,7 @@ def to_dot(part: Partition) -> str:
                                src_backend != backend_of[id(n)]))
     for i, v in enumerate(graph.outputs):
         src, src_backend = source[id(v)]
-        lines.append(_edge(src, f"out{i}", v.name, v.type.nbytes, src_backend != fallback))
+        lines.append(_edge(src, f"out{i}", v.name, v.type.nbytes, src_backend != part.assignment.home))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

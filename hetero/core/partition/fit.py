@@ -22,12 +22,12 @@ from hetero.core.memory.hierarchy import format_bytes
 from hetero.core.memory.planner import MemoryPlan, plan_memory_spaces
 from hetero.core.partition.assign import Assignment, Pin
 from hetero.core.partition.regions import Region
-from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target
 from hetero.errors import MemoryPlanError, PartitionError
 
 
 def plan_partition_memory(
-    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Backend], *, alignment: int = 64,
+    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Target], *, alignment: int = 64,
     check: bool = True,
 ) -> dict[str, MemoryPlan]:
     """One arena per backend: each intermediate lives in the memory of the region producing it.
@@ -52,7 +52,7 @@ def fit_memory(
     graph: Graph,
     assignment: Assignment,
     regions: list[Region],
-    backends: Mapping[str, Backend],
+    backends: Mapping[str, Target],
     regroup: Callable[[Assignment], tuple[Assignment, list[Region]]],
 ) -> tuple[Assignment, list[Region], dict[str, MemoryPlan]]:
     """Move work to the fallback until every space fits; return the result and its plans.
@@ -82,13 +82,15 @@ def fit_memory(
 
 
 def _relief(assignment: Assignment, plans: Mapping[str, MemoryPlan],
-            backends: Mapping[str, Backend]) -> tuple[dict[str, tuple[str, str]], list[Pin]]:
+            backends: Mapping[str, Target]) -> tuple[dict[str, tuple[str, str]], list[Pin]]:
     """For the first overfull space that can shed work, move its largest peak tensor's producer.
 
     With no such move, also the pins that held back a producer that could have moved.
     """
     annotation = assignment.annotation
     fallback = assignment.fallback
+    if fallback is None:  # no space to shed work to
+        return {}, []
     composite_of = {n: c.nodes for c in assignment.composites() for n in c.nodes}
     held: list[Pin] = []
     for space, plan in plans.items():

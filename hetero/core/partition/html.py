@@ -50,7 +50,7 @@ def to_html(part: Partition) -> str:
         f"<h1>{escape(title)}</h1>",
         (f"<p>{len(part.graph.nodes)} nodes in {len(part.regions)} region(s) over "
          f"{escape(', '.join(data['targets']))}; policy {escape(data['policy'])}, fallback "
-         f"{escape(data['fallback'])}. Estimated {format_us(data['est_compute_seconds'])} compute + "
+         f"{escape(data['fallback'] or 'none')}. Estimated {format_us(data['est_compute_seconds'])} compute + "
          f"{format_us(data['est_transfer_seconds'])} transfers.</p>"),
         "<p>" + " ".join(f"{_swatch(colors[b])}{escape(b)}" for b in colors) + "</p>",
         "<h2>Regions in execution order</h2>",

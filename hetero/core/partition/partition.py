@@ -37,6 +37,7 @@ from hetero.core.partition.regions import (
 from hetero.core.partition.subgraph import boundary, extract_subgraph
 from hetero.core.partition.transfers import Transfer, find_transfers
 from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target, as_target
 from hetero.errors import PartitionError
 
 
@@ -137,19 +138,31 @@ def _finite(data: Any) -> Any:
     return data
 
 
+#: ``partition_graph``'s default fallback: chosen among the backends by declaration.
+BY_DECLARATION = "<by declaration>"
+
+
+def choose_fallback(backends: Sequence[Target | Backend]) -> str | None:
+    """The fallback among ``backends``: the first that declares it takes every canonical
+    op (ARCHITECTURE.md rule 1: by declaration, never by name); None when none does."""
+    return next((b.name for b in backends if b.takes_every_op), None)
+
+
 def partition_graph(
     graph: Graph,
-    backends: Sequence[Backend],
+    backends: Sequence[Target | Backend],
     *,
     policy: str = "priority",
     overrides: Mapping[str, str] | None = None,
-    fallback: str = "llvm_cpu",
+    fallback: str | None = BY_DECLARATION,
     min_ratio: float = DEFAULT_MIN_RATIO,
 ) -> Partition:
     """Split ``graph`` across ``backends`` (the targets in order, the fallback among them).
 
-    ``policy``, ``overrides`` and ``fallback`` are as in
-    :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
+    A Backend given instead of a Target is bound to its default options. ``fallback``
+    names the backend that takes what the others refuse; by default the one
+    :func:`choose_fallback` picks, None for none. ``policy``, ``overrides`` and
+    ``fallback`` are as in :func:`~hetero.core.partition.assign.assign`; ``min_ratio`` as in
     :func:`~hetero.core.partition.regions.return_small_regions`. An override pins its
     nodes: no later step (small islands, memory fit) moves them, and a pin that
     cannot hold is a PartitionError naming the override. ``graph`` is not
@@ -157,8 +170,11 @@ def partition_graph(
     the fallback (:func:`~hetero.core.partition.fit.fit_memory`); MemoryPlanError
     when that cannot make them fit.
     """
-    by_name = {b.name: b for b in backends}
-    assignment = assign(annotate(graph, backends), policy, overrides, fallback)
+    targets = [as_target(b) for b in backends]
+    if fallback == BY_DECLARATION:
+        fallback = choose_fallback(targets)
+    by_name = {b.name: b for b in targets}
+    assignment = assign(annotate(graph, targets), policy, overrides, fallback)
 
     def regroup(assignment: Assignment) -> tuple[Assignment, list[Region]]:
         regions = merge_regions(graph, assignment)
@@ -175,5 +191,5 @@ def partition_graph(
     made = {r.name: estimate(by_name[r.backend], extract_subgraph(graph, r.nodes, r.name)) for r in regions}
     estimates = {name: e.seconds for name, e in made.items()}
     problems = {name: e.problem for name, e in made.items() if e.problem}
-    transfers = find_transfers(graph, regions, by_name, fallback)
+    transfers = find_transfers(graph, regions, by_name, assignment.home)
     return Partition(graph, assignment, tuple(regions), tuple(transfers), estimates, memory, problems)

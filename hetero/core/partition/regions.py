@@ -31,7 +31,7 @@ from hetero.core.partition.assign import Assignment
 from hetero.core.partition.costs import estimate_seconds
 from hetero.core.partition.subgraph import extract_subgraph
 from hetero.core.partition.transfers import find_transfers
-from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target
 from hetero.errors import PartitionError
 
 #: A region must compute at least this many times as long as its transfers in and
@@ -113,10 +113,12 @@ def return_small_regions(
     holding a node pinned by an override stays: a cost rule never undoes a pin.
     """
     annotation = assignment.annotation
-    backends: Mapping[str, Backend] = {b.name: b for b in annotation.backends}
+    backends: Mapping[str, Target] = {b.name: b for b in annotation.backends}
     fallback = assignment.fallback
+    if fallback is None:  # nowhere to return them
+        return assignment
     moves: dict[str, float] = {}
-    for t in find_transfers(graph, regions, backends, fallback):
+    for t in find_transfers(graph, regions, backends, assignment.home):
         for end in {t.src_region, t.dst_region} - {None}:
             moves[end] = moves.get(end, 0.0) + t.est_seconds
     changes: dict[str, tuple[str, str]] = {}

@@ -150,7 +150,7 @@ def format_report(part: Partition) -> str:
     names = data["targets"]
     lines = [
         (f"partition of {data['graph']}: {len(part.graph.nodes)} nodes in {len(part.regions)} "
-         f"region(s) over {', '.join(names)}; policy {data['policy']}, fallback {data['fallback']}"),
+         f"region(s) over {', '.join(names)}; policy {data['policy']}, fallback {data['fallback'] or 'none'}"),
         (f"estimated {format_us(data['est_compute_seconds'])} compute + "
          f"{format_us(data['est_transfer_seconds'])} transfers"),
         "",

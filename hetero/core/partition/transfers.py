@@ -2,7 +2,7 @@
 
 A value crosses memory spaces when it is produced in a region on one backend and
 read in a region on another. Graph inputs and outputs live in the fallback's (host)
-memory, so an accelerator region reading a graph input, or producing a graph
+memory (the first target's when there is no fallback), so an accelerator region reading a graph input, or producing a graph
 output, needs a transfer too. A value moves once per destination backend: regions of
 one backend share its memory, so the transfer belongs to the first region that reads
 it (in execution order). Constants never move at run time: they are copied into each
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from hetero.core.ir.graph import Graph
 from hetero.core.partition.costs import transfer_seconds
 from hetero.core.partition.subgraph import boundary
-from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target
 
 if TYPE_CHECKING:
     from hetero.core.partition.regions import Region
@@ -43,9 +43,10 @@ class Transfer:
 
 
 def find_transfers(
-    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Backend], fallback: str
+    graph: Graph, regions: Sequence[Region], backends: Mapping[str, Target], home: str
 ) -> list[Transfer]:
-    """Every transfer ``regions`` (in execution order) need, in the order they happen."""
+    """Every transfer ``regions`` (in execution order) need, in the order they happen;
+    graph inputs come from, and outputs go to, the memory space of backend ``home``."""
     owner = {id(n): r for r in regions for n in r.nodes}
     done: set[tuple[str, str]] = set()
     found: list[Transfer] = []
@@ -64,9 +65,9 @@ def find_transfers(
         inputs, produced = boundary(graph, r.nodes)
         for v in inputs:
             src = owner[id(v.producer)] if v.producer is not None else None
-            move(v.name, v.type.nbytes, src.backend if src else fallback, r.backend,
+            move(v.name, v.type.nbytes, src.backend if src else home, r.backend,
                  src.name if src else None, r.name)
         for v in produced:
             if id(v) in outputs:
-                move(v.name, v.type.nbytes, r.backend, fallback, r.name, None)
+                move(v.name, v.type.nbytes, r.backend, home, r.name, None)
     return found

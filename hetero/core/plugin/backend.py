@@ -1,10 +1,14 @@
 """The Backend contract: what a plugin declares and what it must do.
 
-A backend *declares* (ARCHITECTURE.md, rule 5): its name and device kind, its
-memory hierarchy, its peak compute throughput, the canonical ops it implements and
-the composite patterns it wants whole. The core *decides*: the partitioner asks
+A backend *declares* (ARCHITECTURE.md, rule 5): its name and device kind, the
+compile options it reads, its memory hierarchy, its peak compute throughput, the
+canonical ops it implements (or that it takes every one: then it can be the
+fallback) and the composite patterns it wants whole. The core *decides*: it binds
+each selected backend to the user's options once (a
+:class:`~hetero.core.plugin.target.Target`), and the partitioner asks
 :meth:`Backend.supports` about each node and :meth:`Backend.estimate` about each
-candidate region, then hands every region it assigns to :meth:`Backend.compile`.
+candidate region under that target, then hands every region it assigns to
+:meth:`Backend.compile` with the same target.
 
 A minimal backend::
 
@@ -15,9 +19,10 @@ A minimal backend::
         peak_gflops = 50.0
         memory = MemoryHierarchy([MemoryLevel("DRAM", 2**34, bandwidth_gbps=20)])
         supported_ops = frozenset({"Relu", "Add", "Conv"})
+        options = (Option("my_threads", "worker threads", default=None, types=(int,)),)
 
-        def compile(self, subgraph, options):
-            ...  # return a CompiledPart
+        def compile(self, subgraph, target):
+            ...  # read target.options["my_threads"]; return a CompiledPart
 
         def load_artifact(self, artifact):
             ...  # rebuild the CompiledPart that produced `artifact`
@@ -28,6 +33,7 @@ backend a plugin provides and skips (and reports) those that fail.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import re
@@ -42,7 +48,13 @@ from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.opdef import get_op, op_names
 from hetero.core.memory.hierarchy import MemoryHierarchy
 from hetero.core.passes.pattern import Match, Op
+from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.errors import HeteroError, PluginError, did_you_mean
+
+#: The version of the contract below. 2: ``supports``, ``estimate``, ``compile`` and
+#: pattern checks take the backend's :class:`~hetero.core.plugin.target.Target`;
+#: backends declare ``options`` and may declare ``takes_every_op``.
+API_VERSION = 2
 
 #: Backend names and device kinds: lower-case identifiers such as ``llvm_cpu``.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -86,12 +98,14 @@ class Pattern:
     (:mod:`hetero.core.passes.pattern`) and rooted at the composite's last node;
     ``check``, when given, accepts a match or refuses it with a reason (an NPU
     refusing a fusion whose weights overflow its scratchpad), exactly as
-    :meth:`Backend.supports` does for one node. The partitioner keeps each accepted
-    match in one region instead of splitting it::
+    :meth:`Backend.supports` does for one node; it receives the match and the
+    backend's target, whose ``memory`` is the device the options describe. The
+    partitioner keeps each accepted match in one region instead of splitting it::
 
         Pattern("conv_relu", Op("Relu", Op("Conv", Var("x"), Const("w"), ..., name="conv")),
-                check=lambda m: Support.yes() if m.const("w").nbytes <= 2**20
-                else Support.no("weights exceed the 1 MiB scratchpad"))
+                check=lambda m, target: Support.yes()
+                if m.const("w").nbytes <= target.memory.levels[1].capacity_bytes
+                else Support.no("weights exceed the scratchpad"))
 
     ``example``, when given, builds a small graph the pattern matches, for the
     conformance suite (:mod:`hetero.testing`), which checks the composite on it;
@@ -100,7 +114,7 @@ class Pattern:
 
     name: str
     pattern: Op
-    check: Callable[[Match], Support] | None = None
+    check: Callable[[Match, Target], Support] | None = None
     example: Callable[[], Graph] | None = None
 
     def __post_init__(self) -> None:
@@ -112,10 +126,11 @@ class Pattern:
                 f"hetero.core.passes.pattern, rooted at the composite's last node; got {self.pattern!r}"
             )
 
-    def match(self, node: Node) -> Iterator[tuple[Match, Support]]:
-        """Every way the composite fits with ``node`` as its root, with the check's verdict."""
+    def match(self, node: Node, target: Target) -> Iterator[tuple[Match, Support]]:
+        """Every way the composite fits with ``node`` as its root, with the check's verdict
+        under ``target``."""
         for found in self.pattern.match(node):
-            verdict = Support.yes() if self.check is None else self.check(found)
+            verdict = Support.yes() if self.check is None else self.check(found, target)
             if not isinstance(verdict, Support):
                 raise PluginError(
                     f"pattern {self.name!r}: check returned {verdict!r} at node {node.name}; "
@@ -165,25 +180,48 @@ class Backend(ABC):
     - ``name``: a lower-case identifier, unique among installed backends.
     - ``version``: the backend's version string.
     - ``device_kind``: ``"cpu"``, ``"gpu"``, ``"npu"``, ``"fpga"``... (lower case).
-    - ``memory``: the device's :class:`~hetero.core.memory.MemoryHierarchy`.
+    - ``options``: the compile :class:`~hetero.core.plugin.target.Option` s it reads;
+      the core refuses any other, so a misspelt option is an error, not ignored.
+    - ``memory``: the device's :class:`~hetero.core.memory.MemoryHierarchy` (under
+      default options; :meth:`declare` gives it under others).
     - ``peak_gflops``: peak compute throughput, used by the default :meth:`estimate`.
     - ``supported_ops``: the canonical op names it implements.
+    - ``takes_every_op``: true for a backend that implements every canonical op; the
+      core picks the fallback (what takes the nodes no target does) among those.
     - ``patterns``: the :class:`Pattern` composites it wants whole.
 
     Behaviour: :meth:`compile` and :meth:`load_artifact` must be implemented;
-    :meth:`supports` and :meth:`estimate` have defaults worth refining.
+    :meth:`declare`, :meth:`supports` and :meth:`estimate` have defaults worth
+    refining. Every hook that plans or builds receives the
+    :class:`~hetero.core.plugin.target.Target`: the backend bound to the user's
+    options, built once per compile.
     """
 
     name: str = ""
     version: str = ""
     device_kind: str = ""
+    options: Sequence[Option] = ()
     memory: MemoryHierarchy | None = None
     peak_gflops: float = 0.0
     supported_ops: Collection[str] = frozenset()
+    takes_every_op: bool = False
     patterns: Sequence[Pattern] = ()
 
-    def supports(self, node: Node) -> Support:
-        """Whether this backend takes ``node``; by default, whether its op is declared.
+    def declare(self, options: Mapping[str, Any]) -> Declarations:
+        """The device as ``options`` (every declared option, set or default) describe it.
+
+        By default the class declarations, whatever the options. Override when an
+        option changes the machine (npu_sim's SRAM size): what the partitioner plans
+        with is then what :meth:`compile` builds for. Raise a
+        :class:`~hetero.errors.HeteroError` naming the option to refuse a value.
+        """
+        if not isinstance(self.memory, MemoryHierarchy):
+            raise PluginError(f"backend {self.name!r}: declares no memory hierarchy")
+        return Declarations(self.memory, float(self.peak_gflops), tuple(self.patterns))
+
+    def supports(self, node: Node, target: Target) -> Support:
+        """Whether this backend takes ``node`` under ``target``; by default, whether its op
+        is declared.
 
         Override to refuse nodes by dtype, attribute or size, and say why.
         """
@@ -191,18 +229,16 @@ class Backend(ABC):
             return Support.yes()
         return Support.no(f"{self.name} does not implement {node.op}")
 
-    def estimate(self, subgraph: Graph) -> float:
-        """Seconds ``subgraph`` would take here; by default a per-node roofline.
+    def estimate(self, subgraph: Graph, target: Target) -> float:
+        """Seconds ``subgraph`` would take on ``target``'s device; by default a per-node roofline.
 
-        Each node costs the larger of its FLOPs over ``peak_gflops`` and the bytes it
-        reads and writes over the outermost memory level's bandwidth: no fusion, no
+        Each node costs the larger of its FLOPs over the peak throughput and the bytes
+        it reads and writes over the outermost memory level's bandwidth: no fusion, no
         cache reuse, so the estimate errs on the slow side. Override with a model
         of the device (a cycle count, a tuned table) when there is one.
         """
-        if not isinstance(self.memory, MemoryHierarchy):
-            raise PluginError(f"backend {self.name!r}: estimate() needs a declared memory hierarchy")
-        compute = self.peak_gflops * 1e9
-        bandwidth = self.memory.outermost.bandwidth_gbps * 1e9
+        compute = target.peak_gflops * 1e9
+        bandwidth = target.memory.outermost.bandwidth_gbps * 1e9
         total = 0.0
         for node in subgraph.nodes:
             ins = [v.type for v in node.inputs if v is not None]
@@ -213,13 +249,14 @@ class Backend(ABC):
         return total
 
     @abstractmethod
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> CompiledPart:
+    def compile(self, subgraph: Graph, target: Target) -> CompiledPart:
         """Generate code for ``subgraph`` and return it as a runnable part.
 
-        Every node of ``subgraph`` was accepted by :meth:`supports`. ``options``
-        holds the user's compile options (unknown keys must be ignored: they may be
-        meant for another backend). Raise :class:`hetero.errors.PluginError` naming
-        the node to refuse the subgraph; the core then falls back for it.
+        Every node of ``subgraph`` was accepted by :meth:`supports` under ``target``;
+        ``target.options`` holds every option this backend declares (the user's value
+        or the default), and ``target.dump_dir``, when set, is a folder for every
+        stage. Raise :class:`hetero.errors.PluginError` naming the node to refuse the
+        subgraph; the core then falls back for it.
         """
 
     @abstractmethod
@@ -233,10 +270,12 @@ class Backend(ABC):
 def validate_backend(backend: object) -> list[str]:
     """Problems with ``backend``'s declarations, one sentence each; empty if it is sound.
 
-    Checks that it is a :class:`Backend`, that its name, version and device kind
-    are well formed, that its memory hierarchy and peak throughput are declared,
-    that every op it lists is a canonical op and that its patterns are sound
-    (canonical ops, known attributes, unique names).
+    Checks that it is a :class:`Backend` written for this contract's
+    :data:`API_VERSION` (its hooks take the target), that its name, version and
+    device kind are well formed, that its options are sound, that its memory
+    hierarchy and peak throughput are declared, that every op it lists is a
+    canonical op (all of them when it declares ``takes_every_op``) and that its
+    patterns are sound (canonical ops, known attributes, unique names).
     """
     if not isinstance(backend, Backend):
         return [f"{backend!r} is not a hetero Backend (subclass hetero.core.plugin.Backend)"]
@@ -267,8 +306,57 @@ def validate_backend(backend: object) -> list[str]:
         problems.append(f"{label}: supported_ops must be a collection of op names, got {ops!r}")
     else:
         problems += _unknown_ops(f"{label}: supported_ops", ops, canonical)
+        if backend.takes_every_op:
+            missing = sorted(set(canonical) - set(ops))
+            if missing:
+                problems.append(f"{label}: declares takes_every_op but its supported_ops lack "
+                                f"{len(missing)} canonical op(s): {', '.join(missing[:8])}"
+                                f"{' ...' if len(missing) > 8 else ''}")
+    if not isinstance(backend.takes_every_op, bool):
+        problems.append(f"{label}: takes_every_op must be True or False, got {backend.takes_every_op!r}")
+    problems += _option_problems(label, backend.options)
+    problems += _signature_problems(label, backend)
     problems += _pattern_problems(label, backend.patterns)
     return problems
+
+
+def _option_problems(label: str, options: object) -> list[str]:
+    if isinstance(options, str) or not isinstance(options, Sequence):
+        return [f"{label}: options must be a sequence of Option, got {options!r}"]
+    found: list[str] = []
+    seen: set[str] = set()
+    for option in options:
+        if not isinstance(option, Option):
+            found.append(f"{label}: options holds {option!r}, which is not an Option")
+            continue
+        if not isinstance(option.name, str) or not NAME_PATTERN.match(option.name):
+            found.append(f"{label}: option name {option.name!r} must be a lower-case identifier")
+        if option.name in seen:
+            found.append(f"{label}: option {option.name!r} is declared twice")
+        seen.add(option.name)
+    return found
+
+
+#: The hooks that take the target, with the parameters they take after ``self``.
+_HOOKS = {"supports": ("node", "target"), "estimate": ("subgraph", "target"), "compile": ("subgraph", "target")}
+
+
+def _signature_problems(label: str, backend: Backend) -> list[str]:
+    """A hook written for the contract before targets (API 1) takes one parameter fewer."""
+    found = []
+    for hook, params in _HOOKS.items():
+        try:
+            signature = inspect.signature(getattr(backend, hook))
+        except (TypeError, ValueError):
+            continue
+        taken = [p for p in signature.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        variadic = any(p.kind == p.VAR_POSITIONAL for p in signature.parameters.values())
+        if len(taken) < len(params) and not variadic:
+            found.append(f"{label}: {hook}() takes ({', '.join(p.name for p in taken)}), but plugin API "
+                         f"{API_VERSION} passes ({', '.join(params)}): a backend's hooks receive its "
+                         "target (see docs/plugin-guide.md, 'Targets and options')")
+    return found
 
 
 def _unknown_ops(where: str, ops: Collection[object], canonical: list[str]) -> list[str]:

@@ -1,8 +1,8 @@
 """Quantisation in the compile flow: calibrate and quantise, then lower for integer backends.
 
-Two steps, each Graph → Graph, that :func:`hetero.compile` runs after the graph
-passes and before partitioning (:func:`prepare_for_targets`, which the command line's
-``partition`` and ``compare`` use too):
+Two steps, each Graph → Graph, that the compile driver
+(:class:`~hetero.core.compiler.Session`) runs after the graph passes and before
+partitioning (:func:`prepare_for_targets`):
 
 - :func:`quantize_model` (only when the user asks, ``quantize=``): calibrate on
   sample inputs (or take a :class:`~hetero.core.quant.calibrate.Calibration`
@@ -30,6 +30,7 @@ from hetero.core.partition.annotate import ask
 from hetero.core.passes.lower_qdq import lower_qdq_where, unit_of
 from hetero.core.passes.quantize import quantize
 from hetero.core.plugin.backend import Backend
+from hetero.core.plugin.target import Target, as_target
 from hetero.core.plugin.manager import PluginWarning
 from hetero.core.quant.calibrate import Calibration, MinMax, Percentile, RangeMethod, calibrate
 from hetero.errors import QuantizationError, did_you_mean
@@ -59,14 +60,16 @@ def quantize_model(
     return quantize(graph, calibrate(graph, data, METHODS[method]()))
 
 
-def lower_for_backends(graph: Graph, backends: Sequence[Backend]) -> Graph:
+def lower_for_backends(graph: Graph, backends: Sequence[Target | Backend]) -> Graph:
     """The QDQ units of ``graph`` that an integer backend among ``backends`` takes, as integer ops.
 
     A ``supports`` that raises refuses the node (its unit stays float QDQ); each
     backend's errors are reported once per message, as a PluginWarning naming the
-    backend, the error and the units it kept float.
+    backend, the error and the units it kept float. A Backend given instead of a
+    Target is bound to its default options.
     """
-    takers = [b for b in backends if INTEGER_OPS & set(b.supported_ops)]
+    backends = [as_target(b) for b in backends]
+    takers = [b for b in backends if INTEGER_OPS & set(b.backend.supported_ops)]
     if not takers or not any(n.op == "DequantizeLinear" for n in graph.nodes):
         return graph
     raised: dict[tuple[str, str], dict[str, None]] = {}
@@ -92,8 +95,8 @@ def lower_for_backends(graph: Graph, backends: Sequence[Backend]) -> Graph:
 
 def prepare_for_targets(
     graph: Graph,
-    backends: Sequence[Backend],
-    fallback: str,
+    backends: Sequence[Target | Backend],
+    fallback: str | None,
     quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
     method: str = "minmax",
 ) -> Graph:

@@ -13,7 +13,7 @@ flushed to disk and moved into place with ``os.replace``, so a reader sees the o
 entry, the new one or none, never half of one; two processes storing the same key
 both succeed and one of them wins.
 
-An artifact is code (llvm_cpu's is machine code), so an entry is trusted only as far as
+An artifact is code (a CPU backend's is machine code), so an entry is trusted only as far as
 its seal (:mod:`hetero.core.runtime.signing`): reading checks the header against the
 key and the seal against the artifact before the artifact reaches the backend's
 ``load_artifact``. An entry that fails (truncated, tampered with, renamed, signed with
@@ -24,7 +24,7 @@ write, or that another user owns, is refused with a :class:`~hetero.errors.Cache
 whoever can write it could replace entries or fill it.
 
 >>> cache = CompileCache("~/.cache/hetero")                        # doctest: +SKIP
->>> part = cache.compile(graph, get_backend("llvm_cpu"), {})       # doctest: +SKIP
+>>> part = cache.compile(graph, bind(get_backend(name)))           # doctest: +SKIP
 >>> cache.usage()                                                  # doctest: +SKIP
 CacheUsage(entries=1, nbytes=48213)
 """
@@ -48,6 +48,7 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend, CompiledPart
+from hetero.core.plugin.target import Target
 from hetero.core.runtime.archive import read_regular_file
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, seal
 from hetero.errors import CacheError, DamagedFileError
@@ -191,25 +192,27 @@ class CompileCache:
         """Where the entry for ``key`` lives."""
         return self.root / key[:2] / f"{key}{ENTRY_SUFFIX}"
 
-    def compile(self, subgraph: Graph, backend: Backend, options: Mapping[str, Any]) -> CompiledPart:
-        """``backend.compile(subgraph, options)``, answered from the cache when it can be.
+    def compile(self, subgraph: Graph, target: Target) -> CompiledPart:
+        """``target.compile(subgraph)``, answered from the cache when it can be.
 
-        A hit rebuilds the part with ``backend.load_artifact``; a miss compiles and
-        stores the artifact. Options that cannot be keyed compile without the cache,
-        with a :class:`CacheWarning` naming the option.
+        The key holds the target's options (set or default). A hit rebuilds the part
+        with the backend's ``load_artifact``; a miss compiles and stores the artifact.
+        Options that cannot be keyed compile without the cache, with a
+        :class:`CacheWarning` naming the option.
         """
+        backend = target.backend
         try:
-            key = cache_key(subgraph, backend, options)
+            key = cache_key(subgraph, backend, dict(target.options))
         except CacheError as exc:
             warnings.warn(str(exc), CacheWarning, stacklevel=2)
-            return backend.compile(subgraph, options)
+            return target.compile(subgraph)
         artifact = self.get(key)
         if artifact is not None:
             try:
                 return backend.load_artifact(artifact)
             except Exception as exc:  # noqa: BLE001 - any refusal means: recompile
                 self._discard(key, f"backend {backend.name} could not load it ({type(exc).__name__}: {exc})")
-        part = backend.compile(subgraph, options)
+        part = target.compile(subgraph)
         self.put(key, part.artifact)
         return part
 

@@ -33,7 +33,7 @@ def test_every_backend_answers_for_every_node_with_reasons() -> None:
 
 def test_a_raising_supports_becomes_a_refusal_naming_the_error() -> None:
     class Broken(ToyBackend):
-        def supports(self, node):
+        def supports(self, node, target):
             raise RuntimeError("device lost")
 
     ann = annotate(graph(), [Broken("broken"), ToyBackend("cpu", ops=("Relu", "Neg", "Add"))])
@@ -44,7 +44,7 @@ def test_a_raising_supports_becomes_a_refusal_naming_the_error() -> None:
 def test_composites_cover_inner_unnamed_ops_and_keep_the_check_verdict() -> None:
     fused = Pattern("add_relu", Op("Relu", Op("Add", Op("Neg", Var("x")), Var("y"))))
     refused = Pattern("neg_relu", Op("Relu", Op("Add", ...)),
-                      check=lambda m: Support.no("accumulator too narrow"))
+                      check=lambda m, target: Support.no("accumulator too narrow"))
     acc = ToyBackend("acc", ops=("Relu",))
     acc.patterns = (fused, refused)
     ann = annotate(graph(), [acc, ToyBackend("cpu", ops=("Relu", "Neg", "Add"))])

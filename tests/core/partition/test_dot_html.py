@@ -142,7 +142,7 @@ def test_html_is_well_formed_self_contained_and_says_what_the_report_says(site) 
 
 def test_html_groups_reasons_folds_long_lists_and_shows_memory_composites_and_failed_estimates() -> None:
     class Blind(ToyBackend):
-        def estimate(self, subgraph):  # noqa: ANN001, ANN201 - a cost model that fails
+        def estimate(self, subgraph, target):  # noqa: ANN001, ANN201 - a cost model that fails
             raise RuntimeError("no cost model")
 
     acc = Blind("acc", ops=("Relu",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from hetero.core.plugin.target import bind
 from toyplugin import ToyBackend
 
 from hetero import GraphBuilder
@@ -17,7 +18,7 @@ from hetero.core.plugin import Pattern, Support
 class Blind(ToyBackend):
     """A toy whose cost model raises."""
 
-    def estimate(self, subgraph):  # noqa: ANN001, ANN201
+    def estimate(self, subgraph, target):  # noqa: ANN001, ANN201
         raise RuntimeError("no cost model")
 
 
@@ -38,7 +39,7 @@ def backends(acc_type: type[ToyBackend] = ToyBackend) -> list[ToyBackend]:
     acc = acc_type("acc", ops=("Relu",))
     acc.patterns = (Pattern("relu_relu", Op("Relu", Op("Relu", Var("x")))),
                     Pattern("neg_relu", Op("Relu", Op("Neg", Var("x"))),
-                            check=lambda m: Support.no("scratchpad too small")))
+                            check=lambda m, target: Support.no("scratchpad too small")))
     return [acc, ToyBackend("cpu", ops=("Relu", "Neg"))]
 
 
@@ -103,10 +104,10 @@ def test_the_cost_policy_says_when_the_preferred_backend_could_not_estimate() ->
 
 def test_an_estimate_that_is_not_a_number_of_seconds_is_a_problem_too() -> None:
     class Odd(ToyBackend):
-        def estimate(self, subgraph):  # noqa: ANN001, ANN201
+        def estimate(self, subgraph, target):  # noqa: ANN001, ANN201
             return float("nan")
 
-    made = estimate(Odd("odd"), negs_then_relus(1))
+    made = estimate(bind(Odd("odd")), negs_then_relus(1))
     assert math.isinf(made.seconds)
     assert made.problem == "odd.estimate() returned nan, not a finite, non-negative number of seconds"
-    assert estimate(ToyBackend(), negs_then_relus(1)).problem == ""
+    assert estimate(bind(ToyBackend()), negs_then_relus(1)).problem == ""

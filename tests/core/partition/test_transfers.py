@@ -54,7 +54,7 @@ def test_a_value_moves_once_per_destination_backend_and_not_between_regions_of_o
 
 
 class _Blind(ToyBackend):
-    def estimate(self, subgraph):  # noqa: ANN001, ANN201 - a backend whose cost model fails
+    def estimate(self, subgraph, target):  # noqa: ANN001, ANN201 - a backend whose cost model fails
         raise RuntimeError("no cost model")
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +12,11 @@ from hetero.core.passes.pattern import Const, Match, Op, Var
 from hetero.core.plugin import Backend, CompiledPart, Pattern, Support, validate_backend
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import PluginError
+from hetero.core.plugin.target import Target, bind
 from toyplugin import ToyBackend
+
+#: What the pattern checks here receive: a toy backend under default options.
+TARGET = bind(ToyBackend())
 
 
 def relu_neg_add() -> Graph:
@@ -38,7 +40,7 @@ def test_a_refusal_must_say_why(reason: str) -> None:
 
 
 def conv_relu(weight_limit: int | None = None) -> Pattern:
-    def small_weights(match: Match) -> Support:
+    def small_weights(match: Match, target: Target) -> Support:
         nbytes = match.const("w").nbytes
         if nbytes <= weight_limit:
             return Support.yes()
@@ -59,18 +61,18 @@ def test_pattern_matches_at_its_root_with_the_checks_verdict() -> None:
     graph = conv_relu_graph()
     relu = next(n for n in graph.nodes if n.op == "Relu")
     conv = next(n for n in graph.nodes if n.op == "Conv")
-    [(match, verdict)] = list(conv_relu().match(relu))
+    [(match, verdict)] = list(conv_relu().match(relu, TARGET))
     assert match.node("conv") is conv and verdict.ok
-    assert list(conv_relu().match(conv)) == []
-    [(_, refused)] = list(conv_relu(weight_limit=64).match(relu))
+    assert list(conv_relu().match(conv, TARGET)) == []
+    [(_, refused)] = list(conv_relu(weight_limit=64).match(relu, TARGET))
     assert refused.reason == "weights of 216 bytes exceed the 64-byte scratchpad"
 
 
 def test_pattern_check_must_answer_with_support() -> None:
     relu = next(n for n in conv_relu_graph().nodes if n.op == "Relu")
-    sloppy = Pattern("sloppy", Op("Relu", Var("x")), check=lambda m: True)  # type: ignore[arg-type,return-value]
+    sloppy = Pattern("sloppy", Op("Relu", Var("x")), check=lambda m, target: True)  # type: ignore[arg-type,return-value]
     with pytest.raises(PluginError, match=r"pattern 'sloppy': check returned True at node relu"):
-        list(sloppy.match(relu))
+        list(sloppy.match(relu, TARGET))
 
 
 def test_pattern_needs_a_name_and_an_op_pattern() -> None:
@@ -91,8 +93,8 @@ def test_backend_without_compile_cannot_be_instantiated() -> None:
     class Half(Backend):
         name = "half"
 
-        def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> CompiledPart:
-            return ToyBackend().compile(subgraph, options)
+        def compile(self, subgraph: Graph, target: Target) -> CompiledPart:
+            return bind(ToyBackend(), target).compile(subgraph)
 
     with pytest.raises(TypeError, match="load_artifact"):
         Half()  # type: ignore[abstract]
@@ -140,7 +142,7 @@ def test_default_supports_answers_from_the_declared_ops() -> None:
 
     graph = relu_neg_add()
     backend = Declared(ops=("Relu", "Add"))
-    answers = {n.op: backend.supports(n) for n in graph.nodes}
+    answers = {n.op: bind(backend).supports(n) for n in graph.nodes}
     assert answers["Relu"].ok and answers["Add"].ok
     assert not answers["Neg"] and answers["Neg"].reason == "toy_cpu does not implement Neg"
 
@@ -152,17 +154,17 @@ def test_default_estimate_is_a_per_node_roofline() -> None:
     backend = ToyBackend()
     # One Add over 1024 float32 elements: 1024 FLOPs at 10 GFLOP/s is 0.1 us; it reads
     # two 4 KiB operands and writes one, 12 KiB at the 20 GB/s of DRAM is 0.6 us.
-    assert backend.estimate(b.build()) == pytest.approx(3 * 4096 / 20e9, rel=1e-12)
+    assert bind(backend).estimate(b.build()) == pytest.approx(3 * 4096 / 20e9, rel=1e-12)
     fast_memory = MemoryHierarchy([MemoryLevel("SRAM", 2**20, bandwidth_gbps=1e6)])
     backend.memory = fast_memory
-    assert backend.estimate(b.graph) == pytest.approx(1024 / 10e9, rel=1e-12)
+    assert bind(backend).estimate(b.graph) == pytest.approx(1024 / 10e9, rel=1e-12)
 
 
 def test_compile_run_and_reload_through_the_artifact() -> None:
     graph = relu_neg_add()
     backend = ToyBackend()
-    assert all(backend.supports(n) for n in graph.nodes)
-    part = backend.compile(graph, {})
+    assert all(bind(backend).supports(n) for n in graph.nodes)
+    part = bind(backend).compile(graph)
     assert isinstance(part, CompiledPart)
     assert part.inputs == ("x", "y") and part.outputs == (graph.outputs[0].name,)
     rng = np.random.default_rng(0)

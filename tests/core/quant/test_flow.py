@@ -77,10 +77,10 @@ def test_compile_quantises_when_asked_and_stays_close_to_the_float_model() -> No
 class _RaisingOnQConv(ToyBackend):
     """An int8 toy whose ``supports`` raises for QConv (a plugin bug)."""
 
-    def supports(self, node):  # noqa: ANN001, ANN201
+    def supports(self, node, target):  # noqa: ANN001, ANN201
         if node.op == "QConv":
             raise ZeroDivisionError("scale table is empty")
-        return super().supports(node)
+        return super().supports(node, target)
 
 
 def test_a_raising_supports_during_lowering_is_a_refusal_with_the_reason_reported() -> None:

@@ -19,6 +19,7 @@ from hetero.core.runtime.archive import (
     FIXED_DATE, npz_bytes, read_member, read_npz, read_regular_file, write_zip,
 )
 from hetero.errors import DamagedFileError
+from hetero.core.plugin.target import bind
 
 
 def tiny_graph() -> Graph:
@@ -43,7 +44,7 @@ def twice(monkeypatch: pytest.MonkeyPatch, write: Callable[[], bytes]) -> tuple[
 
 def test_the_llvm_cpu_artifact_does_not_depend_on_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = get_backend("llvm_cpu")
-    part = backend.compile(tiny_graph(), {})
+    part = bind(backend).compile(tiny_graph())
     first, second = twice(monkeypatch, lambda: part.artifact)
     assert first == second
     with zipfile.ZipFile(io.BytesIO(first)) as zf:

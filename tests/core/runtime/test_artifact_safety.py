@@ -27,6 +27,7 @@ from hetero.core.runtime.cache import CACHE_ENV, CacheWarning, CompileCache, cac
 from hetero.core.runtime.executable import MAGIC, load, trust
 from hetero.core.runtime.signing import KEY_ENV, check_seal, key_path, seal
 from hetero.errors import CacheError, DamagedFileError, HeteroError, ModelLoadError, SignatureError
+from hetero.core.plugin.target import bind
 
 X = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
 
@@ -403,8 +404,8 @@ def test_a_short_key_or_a_folder_as_key_is_refused(tmp_path: Path, monkeypatch: 
 def _bundled_artifacts() -> Iterator[tuple[str, bytes]]:
     from plugins.npu_sim.npu_programs import int8_net
 
-    yield "llvm_cpu", get_backend("llvm_cpu").compile(tiny_graph(), {}).artifact
-    yield "npu_sim", get_backend("npu_sim").compile(int8_net(3, 8, 11, seed=7), {"npu_preset": "tiny-64k"}).artifact
+    yield "llvm_cpu", bind(get_backend("llvm_cpu")).compile(tiny_graph()).artifact
+    yield "npu_sim", bind(get_backend("npu_sim"), {"npu_preset": "tiny-64k"}).compile(int8_net(3, 8, 11, seed=7)).artifact
 
 
 def test_a_bundled_loader_names_a_damaged_artifact() -> None:

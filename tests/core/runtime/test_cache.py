@@ -3,7 +3,6 @@ its use by ``hetero.compile``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import multiprocessing
 from pathlib import Path
 import sys
@@ -22,6 +21,7 @@ from hetero.core.runtime.cache import (
     CACHE_ENV, CacheWarning, CompileCache, cache_key, open_cache,
 )
 from hetero.errors import CacheError
+from hetero.core.plugin.target import Target, bind
 from toyplugin import ToyBackend, ToyPart, plugin_source
 
 if TYPE_CHECKING:
@@ -45,9 +45,9 @@ class CountingToy(ToyBackend):
         super().__init__(**kwargs)
         self.compiles = 0
 
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> ToyPart:
+    def compile(self, subgraph: Graph, target: Target) -> ToyPart:
         self.compiles += 1
-        return super().compile(subgraph, options)
+        return super().compile(subgraph, target)
 
 
 def expected(graph: Graph) -> np.ndarray:
@@ -62,23 +62,23 @@ def only_entry(cache: CompileCache) -> Path:
 
 def test_a_miss_compiles_and_stores(tmp_path: Path) -> None:
     cache, backend, g = CompileCache(tmp_path / "c"), CountingToy(), small_graph()
-    part = cache.compile(g, backend, {})
+    part = cache.compile(g, bind(backend, {}))
     assert backend.compiles == 1
     np.testing.assert_array_equal(part.run({"x": X})["relu"], expected(g))
     entry = only_entry(cache)
-    assert entry == cache.path(cache_key(g, backend, {}))
+    assert entry == cache.path(cache_key(g, backend, dict(bind(backend).options)))
     assert cache.usage().entries == 1 and cache.usage().nbytes == entry.stat().st_size
 
 
 def test_a_hit_loads_the_artifact_without_compiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     g, backend = small_graph(), CountingToy()
-    CompileCache(tmp_path).compile(g, backend, {"num_threads": 2})
+    CompileCache(tmp_path).compile(g, bind(backend, {"num_threads": 2}))
 
     def refuse(*args: Any) -> None:
         raise AssertionError("compile called on a cache hit")
 
     monkeypatch.setattr(backend, "compile", refuse)
-    part = CompileCache(tmp_path).compile(small_graph(), backend, {"num_threads": 2})
+    part = CompileCache(tmp_path).compile(small_graph(), bind(backend, {"num_threads": 2}))
     assert isinstance(part, ToyPart)
     np.testing.assert_array_equal(part.run({"x": X})["relu"], expected(g))
 
@@ -121,7 +121,7 @@ def test_an_option_that_is_not_json_is_named_and_compiles_uncached(tmp_path: Pat
         cache_key(small_graph(), ToyBackend(), {"hook": object()})
     cache, backend = CompileCache(tmp_path), CountingToy()
     with pytest.warns(CacheWarning, match="option 'hook'"):
-        cache.compile(small_graph(), backend, {"hook": object()})
+        cache.compile(small_graph(), bind(backend, {"hook": object()}))
     assert backend.compiles == 1 and cache.usage().entries == 0
 
 
@@ -136,12 +136,12 @@ def test_a_damaged_entry_is_warned_about_discarded_and_recompiled(
     tmp_path: Path, damage: Any, reason: str
 ) -> None:
     cache, backend, g = CompileCache(tmp_path), CountingToy(), small_graph()
-    cache.compile(g, backend, {})
+    cache.compile(g, bind(backend, {}))
     entry = only_entry(cache)
     good = entry.read_bytes()
     entry.write_bytes(damage(good))
     with pytest.warns(CacheWarning, match=rf"{entry.name} discarded: .*{reason}"):
-        part = cache.compile(g, backend, {})
+        part = cache.compile(g, bind(backend, {}))
     assert backend.compiles == 2
     np.testing.assert_array_equal(part.run({"x": X})["relu"], expected(g))
     assert entry.read_bytes() == good
@@ -149,7 +149,7 @@ def test_a_damaged_entry_is_warned_about_discarded_and_recompiled(
 
 def test_an_entry_moved_to_another_key_is_not_trusted(tmp_path: Path) -> None:
     cache, backend = CompileCache(tmp_path), CountingToy()
-    cache.compile(small_graph(), backend, {})
+    cache.compile(small_graph(), bind(backend, {}))
     other = cache_key(small_graph(bias=1.0), backend, {})
     cache.path(other).parent.mkdir(parents=True, exist_ok=True)
     only_entry(cache).replace(cache.path(other))
@@ -162,14 +162,14 @@ def test_an_artifact_the_backend_refuses_is_discarded_and_recompiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache, backend, g = CompileCache(tmp_path), CountingToy(), small_graph()
-    cache.compile(g, backend, {})
+    cache.compile(g, bind(backend, {}))
 
     def refuse(artifact: bytes) -> ToyPart:
         raise ValueError("format 2 expected")
 
     monkeypatch.setattr(backend, "load_artifact", refuse)
     with pytest.warns(CacheWarning, match="toy_cpu could not load it.*format 2 expected"):
-        cache.compile(g, backend, {})
+        cache.compile(g, bind(backend, {}))
     assert backend.compiles == 2 and cache.usage().entries == 1
 
 
@@ -255,9 +255,9 @@ def count_compiles(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> list[st
     calls: list[str] = []
     original = backend.compile
 
-    def counted(subgraph: Graph, options: Mapping[str, Any]) -> CompiledPart:
+    def counted(subgraph: Graph, target: Target) -> CompiledPart:
         calls.append(subgraph.name)
-        return original(subgraph, options)
+        return original(subgraph, target)
 
     monkeypatch.setattr(backend, "compile", counted)
     return calls

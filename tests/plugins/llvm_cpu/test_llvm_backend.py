@@ -14,6 +14,7 @@ from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.core.plugin.manager import get_backend
 from hetero.plugins.llvm_cpu import jit
 from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
+from hetero.core.plugin.target import bind
 
 
 def conv_block() -> Graph:
@@ -125,7 +126,7 @@ def _reshape_chain() -> Graph:
 
 
 def test_a_reshape_of_an_array_the_part_made_is_a_view_not_a_kernel() -> None:
-    part = LlvmCpuBackend().compile(_reshape_chain(), {})
+    part = bind(LlvmCpuBackend()).compile(_reshape_chain())
     reshapes = [s for s in part.steps if "Reshape" in s.name]
     # The Reshape of Relu's fresh output is a view; the one of the caller's input copies,
     # so no output shares memory with an array the caller holds.

@@ -16,6 +16,7 @@ import hetero
 from hetero.core.ir import GraphBuilder
 from hetero.core.plugin.manager import get_backend
 from hetero.errors import InputError, ShapeError
+from hetero.core.plugin.target import bind
 
 X = np.arange(10, dtype=np.float32).reshape(2, 5)
 
@@ -40,7 +41,7 @@ def test_importing_a_model_with_a_constant_index_out_of_range_names_the_node() -
 def _runtime_gather_part():  # noqa: ANN202 - an LlvmCpuPart
     b = GraphBuilder("g")
     b.output(b.Gather(b.input("x", X.shape), b.input("idx", (3,), np.int64), axis=1, name="lookup"))
-    return get_backend("llvm_cpu").compile(b.build(), {})
+    return bind(get_backend("llvm_cpu")).compile(b.build())
 
 
 @pytest.mark.parametrize("bad", [5, -6, 2**40])

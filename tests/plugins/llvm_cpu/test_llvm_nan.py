@@ -23,6 +23,7 @@ from hetero.core.plugin.manager import get_backend
 from hetero.core.runtime.reference import run_reference
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule
+from hetero.core.plugin.target import bind
 
 NAN = np.float32("nan")
 RNG = np.random.default_rng(5)
@@ -42,7 +43,7 @@ def _one_node(op: str, inputs: dict[str, np.ndarray], **attrs: Any) -> Graph:
 
 
 def _compiled_and_reference(graph: Graph, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    got = get_backend("llvm_cpu").compile(graph, {"num_threads": 2}).run(inputs)
+    got = bind(get_backend("llvm_cpu"), {"num_threads": 2}).compile(graph).run(inputs)
     want = run_reference(graph, inputs)
     name = graph.outputs[0].name
     return got[name], want[name]
@@ -120,7 +121,7 @@ def test_fused_pool_epilogue_keeps_nan() -> None:
 def test_max_min_render_as_nan_propagating_intrinsics_and_reductions_vectorise() -> None:
     """A contiguous max reduction becomes a vector ``llvm.maximum`` (``maxnum`` would drop NaN)."""
     node = _one_node("ReduceMax", {"x": np.zeros((64, 1024), np.float32)}, axes=(1,), keepdims=0).nodes[0]
-    ir = CompiledKernel(default_schedule(lower_node(node), 1), 1).llvm_ir
+    ir = CompiledKernel(default_schedule(lower_node(node), 1).func, 1).llvm_ir
     assert "maxnum" not in ir
     if platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64"):
         assert "llvm.vector.reduce.fmaximum" in ir or "@llvm.maximum.v" in ir, "the reduction stayed scalar"

@@ -18,6 +18,7 @@ import pytest
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.plugin.manager import get_backend
 from hetero.core.runtime.reference import run_reference
+from hetero.core.plugin.target import bind
 
 RNG = np.random.default_rng(11)
 FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
@@ -32,7 +33,7 @@ def _graph(op: str, inputs: dict[str, np.ndarray], **attrs: Any) -> Graph:
 
 
 def _run(graph: Graph, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    got = get_backend("llvm_cpu").compile(graph, {"num_threads": 1}).run(inputs)
+    got = bind(get_backend("llvm_cpu"), {"num_threads": 1}).compile(graph).run(inputs)
     want = run_reference(graph, inputs)
     name = graph.outputs[0].name
     return got[name], want[name]

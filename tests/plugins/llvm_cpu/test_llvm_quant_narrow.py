@@ -16,6 +16,7 @@ from lowercheck import lowered_and_reference
 
 from hetero.core.ir import GraphBuilder
 from hetero.core.plugin.manager import get_backend
+from hetero.core.plugin.target import bind
 
 RNG = np.random.default_rng(23)
 TYPES = ("int16", "uint16", "int4", "uint4", "int2", "uint2",
@@ -40,7 +41,7 @@ def _compiled(op: str, arrays: dict[str, np.ndarray], **attrs: Any) -> np.ndarra
     gb = GraphBuilder(op.lower())
     gb.output(gb.op(op, *(gb.input(k, a.shape, a.dtype) for k, a in arrays.items()), **attrs))
     graph = gb.build()
-    return get_backend("llvm_cpu").compile(graph, {"num_threads": 1}).run(arrays)[graph.outputs[0].name]
+    return bind(get_backend("llvm_cpu"), {"num_threads": 1}).compile(graph).run(arrays)[graph.outputs[0].name]
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

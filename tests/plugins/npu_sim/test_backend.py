@@ -13,6 +13,7 @@ from hetero.core.plugin.manager import get_backend
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.config import NpuConfig
+from hetero.core.plugin.target import bind
 from tests.plugins.npu_sim.test_compiler_conv import qconv_graph
 
 
@@ -30,7 +31,7 @@ def test_float_node_is_declined_with_the_quantise_reason() -> None:
     b = GraphBuilder("f")
     y = b.MaxPool(b.input("x", (1, 2, 4, 4)), kernel_shape=(2, 2))
     b.output(y)
-    support = NpuSimBackend().supports(b.build().nodes[0])
+    support = bind(NpuSimBackend()).supports(b.build().nodes[0])
     assert not support and "int8 only" in support.reason and "quantize=" in support.reason
 
 
@@ -43,14 +44,14 @@ def test_unsupported_op_and_overflowing_qadd_are_declined_with_reasons() -> None
     graph = b.build()
     backend = NpuSimBackend()
     qadd, relu = graph.nodes
-    assert "15-bit" in backend.supports(qadd).reason
-    assert "does not implement Softmax" in backend.supports(relu).reason
-    assert backend.supports(qconv_graph(1, 2, (4, 4), 2, 3).nodes[0])
+    assert "15-bit" in bind(backend).supports(qadd).reason
+    assert "does not implement Softmax" in bind(backend).supports(relu).reason
+    assert bind(backend).supports(qconv_graph(1, 2, (4, 4), 2, 3).nodes[0])
 
 
 def test_compile_run_is_exact_and_keeps_stats() -> None:
     graph = int8_net(3, 8, 11, seed=7)
-    part = NpuSimBackend().compile(graph, {"npu_preset": "tiny-64k"})
+    part = bind(NpuSimBackend(), {"npu_preset": "tiny-64k"}).compile(graph)
     inputs = int8_inputs(graph)
     got = part.run(inputs)
     want = hetero.run_reference(graph, inputs)
@@ -60,7 +61,7 @@ def test_compile_run_is_exact_and_keeps_stats() -> None:
 
 def test_run_intermediates_gives_every_node_output_in_graph_layout() -> None:
     graph = int8_net(3, 8, 11, seed=7)
-    part = NpuSimBackend().compile(graph, {})
+    part = bind(NpuSimBackend()).compile(graph)
     inputs = int8_inputs(graph)
     got = part.run_intermediates(inputs)
     want = hetero.run_reference(graph, inputs, keep=True)
@@ -71,8 +72,8 @@ def test_run_intermediates_gives_every_node_output_in_graph_layout() -> None:
 def test_artifact_round_trips_and_is_deterministic() -> None:
     graph = int8_net(3, 8, 11, seed=7)
     backend = NpuSimBackend()
-    first = backend.compile(graph, {"npu_preset": "tiny-64k"})
-    assert first.artifact == backend.compile(graph, {"npu_preset": "tiny-64k"}).artifact
+    first = bind(backend, {"npu_preset": "tiny-64k"}).compile(graph)
+    assert first.artifact == bind(backend, {"npu_preset": "tiny-64k"}).compile(graph).artifact
     loaded = backend.load_artifact(first.artifact)
     assert isinstance(loaded, NpuPart) and loaded.config == first.config
     inputs = int8_inputs(graph)
@@ -84,7 +85,7 @@ def test_layer_too_large_for_the_weight_buffer_raises_plugin_error_naming_node_a
     # A 7x7 tap block of 64 input channels is 3 KiB; the 4 KiB preset's weight slot is 1 KiB.
     graph = qconv_graph(1, 64, (9, 9), 4, 7)
     with pytest.raises(PluginError, match=rf"{graph.nodes[0].name}.*wgt buffer"):
-        NpuSimBackend().compile(graph, {"npu_sram_kib": 4, "npu_array": 64})
+        bind(NpuSimBackend(), {"npu_sram_kib": 4, "npu_array": 64}).compile(graph)
 
 
 def test_hetero_compile_with_npu_sim_target_is_exact() -> None:
@@ -115,7 +116,7 @@ def test_quantised_float_model_runs_exactly_on_npu_sim() -> None:
     quantised = lower_qdq(quantize(graph, calibrate(graph, samples)))
     exe = hetero.compile(quantised, targets=["npu_sim", "llvm_cpu"], passes=[])
     npu = NpuSimBackend()
-    assert all(npu.supports(n) for n in quantised.nodes if n.op in npu.supported_ops)
+    assert all(bind(npu).supports(n) for n in quantised.nodes if n.op in npu.supported_ops)
     got = exe.run(samples[0])
     want = hetero.run_reference(quantised, samples[0])
     name = quantised.outputs[0].name

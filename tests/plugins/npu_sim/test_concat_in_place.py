@@ -16,6 +16,7 @@ from hetero.plugins.npu_sim.compiler import concat_views, lower_graph
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.estimate import node_cycles, region_cycles, value_locs
 from hetero.plugins.npu_sim.isa import Store
+from hetero.core.plugin.target import bind
 from tests.plugins.npu_sim.test_compiler_conv import assert_exact
 
 
@@ -122,7 +123,7 @@ def test_concat_of_a_graph_output_layout_keeps_its_copies() -> None:
 
 def test_views_read_back_and_survive_the_artifact() -> None:
     graph = _mixed_net()
-    part = NpuSimBackend().compile(graph, {})
+    part = bind(NpuSimBackend()).compile(graph)
     loaded = NpuPart.from_artifact(part.artifact)
     assert loaded.locs == part.locs and loaded.locs["own"].frame == (1, 36, 6, 6)
     inputs = _inputs(graph)

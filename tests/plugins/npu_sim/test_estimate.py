@@ -42,6 +42,7 @@ from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.estimate import region_cycles
+from hetero.core.plugin.target import bind
 from tests.plugins.npu_sim.test_compiler_conv import qconv_graph
 from tests.plugins.npu_sim.test_compiler_vector import _add_multipliers
 from tests.plugins.npu_sim.test_concat_in_place import _fire_net
@@ -52,7 +53,7 @@ TOLERANCE = 0.30
 def simulated_cycles(graph: Graph, backend: NpuSimBackend) -> int:
     """Compile ``graph`` on ``backend`` and simulate one run on random int8 inputs; its cycles."""
     rng = np.random.default_rng(0)
-    part = backend.compile(graph, {})
+    part = bind(backend).compile(graph)
     part.run({v.name: rng.integers(-128, 128, v.shape).astype(np.int8) for v in graph.inputs})
     return part.last_stats.cycles
 
@@ -119,7 +120,7 @@ LAYERS = {
 def test_single_layer_estimate_is_within_30_percent_of_simulated(name: str) -> None:
     backend = NpuSimBackend()
     graph = LAYERS[name]()
-    estimated = round(backend.estimate(graph) * backend.config.clock_ghz * 1e9)
+    estimated = round(bind(backend).estimate(graph) * backend.config.clock_ghz * 1e9)
     simulated = simulated_cycles(graph, backend)
     assert abs(estimated / simulated - 1) <= TOLERANCE, f"{name}: estimate {estimated}, simulated {simulated}"
 
@@ -127,15 +128,15 @@ def test_single_layer_estimate_is_within_30_percent_of_simulated(name: str) -> N
 def test_estimate_is_seconds_at_the_declared_clock() -> None:
     graph = qconv_graph(1, 16, (14, 14), 16, 3, pad=1)
     slow = NpuSimBackend(NpuConfig(clock_ghz=0.5))
-    assert slow.estimate(graph) == pytest.approx(region_cycles(graph, slow.config) / 0.5e9)
-    assert slow.estimate(graph) == pytest.approx(2 * NpuSimBackend().estimate(graph))
+    assert bind(slow).estimate(graph) == pytest.approx(region_cycles(graph, slow.config) / 0.5e9)
+    assert bind(slow).estimate(graph) == pytest.approx(2 * bind(NpuSimBackend()).estimate(graph))
 
 
 def test_a_layer_that_fits_no_tiling_is_infinitely_slow_not_an_error() -> None:
     graph = qconv_graph(1, 64, (8, 8), 64, 3, pad=1)
     tiny = NpuSimBackend(NpuConfig(array_rows=8, array_cols=8, inp_bytes=64, wgt_bytes=64, out_bytes=64,
                                    acc_bytes=64))
-    assert tiny.estimate(graph) == float("inf")
+    assert bind(tiny).estimate(graph) == float("inf")
 
 
 def test_estimate_is_cheap_once_a_layer_has_been_seen() -> None:
@@ -143,10 +144,10 @@ def test_estimate_is_cheap_once_a_layer_has_been_seen() -> None:
     ask (the tiling search, a few milliseconds for a large layer) a node costs well under 1 ms."""
     backend = NpuSimBackend()
     graph = qconv_graph(1, 64, (56, 56), 64, 3, pad=1, seed=7)
-    backend.estimate(graph)
+    bind(backend).estimate(graph)
     start = time.perf_counter()
     for _ in range(20):
-        backend.estimate(graph)
+        bind(backend).estimate(graph)
     assert (time.perf_counter() - start) / 20 < 1e-3
 
 

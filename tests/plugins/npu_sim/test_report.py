@@ -16,6 +16,7 @@ from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.cycles import TimelineEntry
 from hetero.plugins.npu_sim.report import build_report, format_report, layer_work, roofline_cycles
 from hetero.plugins.npu_sim.timeline import merge_entries
+from hetero.core.plugin.target import bind
 
 TINY = {"npu_preset": "tiny-64k"}
 
@@ -23,7 +24,7 @@ TINY = {"npu_preset": "tiny-64k"}
 @pytest.fixture(scope="module")
 def timed() -> tuple[Graph, NpuPart]:
     graph = int8_net(8, 16, 30, seed=3)
-    part = NpuSimBackend().compile(graph, {**TINY, "npu_timeline": True})
+    part = bind(NpuSimBackend(), {**TINY, "npu_timeline": True}).compile(graph)
     part.run(int8_inputs(graph))
     return graph, part
 
@@ -132,7 +133,7 @@ def test_merge_joins_same_engine_same_layer_only_across_small_gaps() -> None:
 
 def test_plain_run_records_no_timeline_and_says_how_to_get_one() -> None:
     graph = int8_net(8, 16, 30, seed=3)
-    part = NpuSimBackend().compile(graph, TINY)
+    part = bind(NpuSimBackend(), TINY).compile(graph)
     inputs = int8_inputs(graph)
     start = time.perf_counter()
     part.run(inputs)
@@ -149,7 +150,7 @@ def test_timeline_option_survives_the_artifact_and_is_checked(timed: tuple[Graph
     loaded = NpuSimBackend().load_artifact(part.artifact)
     assert loaded.record_timeline and loaded.work == part.work
     with pytest.raises(PluginError, match="npu_timeline must be True or False"):
-        NpuSimBackend().compile(int8_net(8, 16, 30, seed=3), {"npu_timeline": "yes"})
+        bind(NpuSimBackend(), {"npu_timeline": "yes"}).compile(int8_net(8, 16, 30, seed=3))
 
 
 def test_executable_report_and_timelines_include_the_npu_region() -> None:

@@ -9,7 +9,7 @@ is in :mod:`~hetero_example_backend.backend`, its code generator in
 
 from __future__ import annotations
 
-from hetero.core.plugin import hookimpl
+from hetero.plugin import hookimpl
 from hetero_example_backend.backend import ExampleBackend
 
 __version__ = "0.1.0"

@@ -7,18 +7,12 @@ sees only the declarations and treats it as the device they describe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 
-from hetero import GraphBuilder
-from hetero.core.ir.graph import Graph, Node
-from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.core.passes.pattern import Const, Match, Op, Var
-from hetero.core.plugin import Backend, Pattern, Support
-from hetero.errors import PluginError
+from hetero.plugin import (
+    Backend, Const, Graph, GraphBuilder, Match, MemoryHierarchy, MemoryLevel, Node, Op, Pattern, PluginError,
+    Support, Target, Var, attribute, chain, dtypes, ops,
+)
 from hetero_example_backend.codegen import generate
 from hetero_example_backend.part import ExamplePart, unpack
 
@@ -27,28 +21,29 @@ DRAM = MemoryLevel("DRAM", 2**30, bandwidth_gbps=25.0, latency_ns=200.0)
 #: On-chip memory that a fused matmul_bias keeps its weights in.
 SRAM = MemoryLevel("SRAM", 256 * 2**10, bandwidth_gbps=400.0, latency_ns=2.0, scope="shared")
 
-_FLOAT32 = np.dtype(np.float32)
+#: What the backend takes: its six ops, in float32, and Gemm only with A as stored.
+SUPPORTED_OPS = frozenset({"Relu", "Sigmoid", "Add", "Mul", "MatMul", "Gemm"})
+_FLOAT32 = dtypes({np.float32}, "the example backend")
+CHECK = chain(
+    ops(SUPPORTED_OPS, "the example backend"),
+    _FLOAT32,
+    attribute("Gemm", "transA", lambda t: not t,
+              "the example backend's Gemm reads A as stored: transA=1 is not implemented (transB=1 is)"),
+)
 
 
-def _float32_only(node: Node) -> Support:
-    """Refuse ``node`` when any tensor it reads or writes is not float32."""
-    for value in [*node.inputs, *node.outputs]:
-        if value is not None and value.dtype != _FLOAT32:
-            return Support.no(f"the example backend computes in float32 only; "
-                              f"{node.op} {node.name} has {value.name} of {value.dtype.name}")
-    return Support.yes()
-
-
-def _matmul_bias_check(match: Match) -> Support:
-    """Accept a float32 matmul_bias whose weights and bias fit in SRAM together."""
+def _matmul_bias_check(match: Match, target: Target) -> Support:
+    """Accept a float32 matmul_bias whose weights and bias fit in the target's on-chip
+    memory together."""
     for node in (match.node("matmul"), match.root):
-        verdict = _float32_only(node)
+        verdict = _FLOAT32(node, target)
         if not verdict:
             return verdict
+    sram = target.memory.levels[-1]
     need = match.const("w").nbytes + match.const("b").nbytes
-    if need > SRAM.capacity_bytes:
+    if need > sram.capacity_bytes:
         return Support.no(f"matmul_bias needs {need} bytes of weights and bias on chip; "
-                          f"the {SRAM} scratchpad holds {SRAM.capacity_bytes}")
+                          f"the {sram} scratchpad holds {sram.capacity_bytes}")
     return Support.yes()
 
 
@@ -78,33 +73,24 @@ class ExampleBackend(Backend):
     device_kind = "npu"
     memory = MemoryHierarchy([DRAM, SRAM])
     peak_gflops = 50.0
-    supported_ops = frozenset({"Relu", "Sigmoid", "Add", "Mul", "MatMul", "Gemm"})
+    supported_ops = SUPPORTED_OPS
     patterns = (MATMUL_BIAS,)
 
-    def supports(self, node: Node) -> Support:
+    def supports(self, node: Node, target: Target) -> Support:
         """Take a declared op when all its tensors are float32 (and Gemm's A is not transposed)."""
-        if node.op not in self.supported_ops:
-            return Support.no(f"the example backend does not implement {node.op}")
-        verdict = _float32_only(node)
-        if not verdict:
-            return verdict
-        if node.op == "Gemm" and node.attrs["transA"]:
-            return Support.no("the example backend's Gemm reads A as stored: transA=1 is not "
-                              "implemented (transB=1 is)")
-        return Support.yes()
+        return CHECK(node, target)
 
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> ExamplePart:
-        """Generate one numpy function for ``subgraph``; ``dump_dir`` receives ``kernel.py``."""
+    def compile(self, subgraph: Graph, target: Target) -> ExamplePart:
+        """Generate one numpy function for ``subgraph``; a dump folder receives ``kernel.py``."""
         for node in subgraph.nodes:
-            verdict = self.supports(node)
+            verdict = self.supports(node, target)
             if not verdict:
                 raise PluginError(f"example cannot compile node {node.name} of graph "
                                   f"{subgraph.name}: {verdict.reason}")
         part = ExamplePart(generate(subgraph))
-        if options.get("dump_dir") is not None:
-            folder = Path(options["dump_dir"])
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "kernel.py").write_text(part.source)
+        if target.dump_dir is not None:
+            target.dump_dir.mkdir(parents=True, exist_ok=True)
+            (target.dump_dir / "kernel.py").write_text(part.source)
         return part
 
     def load_artifact(self, artifact: bytes) -> ExamplePart:

@@ -26,8 +26,7 @@ import math
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph, Node, Value
-from hetero.errors import PluginError
+from hetero.plugin import Graph, Node, PluginError, Value
 
 #: The function name every generated module defines.
 ENTRY = "kernel"

@@ -22,7 +22,7 @@ import zipfile
 
 import numpy as np
 
-from hetero.errors import InputError, PluginError, did_you_mean
+from hetero.plugin import InputError, PluginError, did_you_mean
 from hetero_example_backend.codegen import ENTRY, Kernel
 
 #: Tags the interface member, so that a foreign zip is refused with a clear message.
