@@ -101,9 +101,10 @@ class LlvmCpuBackend(Backend):
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
             # Stages that only reorder weights (packing) run here, once, not on every call.
-            scheduled, inputs = packer.apply(default_schedule(func, threads), inputs, node.name)
+            schedule = default_schedule(func, threads)
+            scheduled, inputs = packer.apply(schedule.func, inputs, node.name)
             # Canonical names make equal kernels (same op, shapes, attributes) one compile.
-            kernel = compile_kernel(canonical_names(scheduled), threads)
+            kernel = compile_kernel(canonical_names(scheduled), threads, schedule.trace)
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled, options.get("aot"))
             outputs = tuple(v.name for v in func_outputs(members))

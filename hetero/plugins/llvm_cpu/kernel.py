@@ -23,6 +23,7 @@ import numpy as np
 
 from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
 from hetero.core.ir.types import as_dtype
+from hetero.core.schedule import Trace
 from hetero.errors import InputError
 from hetero.plugins.llvm_cpu.codegen import Entry
 from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile, load_object
@@ -38,14 +39,21 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hetero-llvm")
 
 
-def compile_kernel(func: PrimFunc, num_threads: int | None = None) -> CompiledKernel:
-    """The kernel of ``func``: the same object for equal functions and thread counts."""
+def compile_kernel(func: PrimFunc, num_threads: int | None = None, trace: Trace | None = None) -> CompiledKernel:
+    """The kernel of ``func``: the same object for equal functions and thread counts.
+
+    ``trace`` is the schedule that made ``func`` (see :attr:`CompiledKernel.trace`); a
+    kernel shared by equal functions keeps the first trace it was given.
+    """
     threads = num_threads or os.cpu_count() or 1
     key = (repr(func), threads)
     with _KERNELS_LOCK:
         if key not in _KERNELS:
-            _KERNELS[key] = CompiledKernel(func, threads)
-        return _KERNELS[key]
+            _KERNELS[key] = CompiledKernel(func, threads, trace)
+        kernel = _KERNELS[key]
+        if kernel.trace is None:
+            kernel.trace = trace
+        return kernel
 
 
 def chunks(extent: int, parts: int) -> list[Chunk]:
@@ -61,13 +69,21 @@ class CompiledKernel:
     ``num_threads`` (default: the CPU count) is how many chunks a PARALLEL stage is
     cut into. After each call, :attr:`last_launches` lists, per stage, the chunks
     that were actually run.
+
+    :attr:`trace` is the schedule that made the function, as recorded on the lowered
+    function it started from (None if not given; a kernel that functions equal up to
+    naming share keeps the first one's): ``trace.apply(lowered)`` replays it, and a
+    tuner varies its decisions. Hoisting constant-only stages and canonical
+    renaming, which follow the schedule, are not part of it. It is saved in
+    :meth:`image`, so a loaded kernel keeps it.
     """
 
-    def __init__(self, func: PrimFunc, num_threads: int | None = None) -> None:
+    def __init__(self, func: PrimFunc, num_threads: int | None = None, trace: Trace | None = None) -> None:
         written = {s.buffer for s in walk(func.body) if isinstance(s, Store)}
         self._setup(func.name, func.params, tuple(b for b in func.params if b in written),
                     jit_compile(func), num_threads)
         self.func: PrimFunc | None = func
+        self.trace = trace
 
     @classmethod
     def from_image(cls, image: dict[str, Any], object_code: bytes,
@@ -81,6 +97,8 @@ class CompiledKernel:
         kernel._setup(image["name"], params, tuple(b for b in params if b.name in image["outputs"]),
                       module, num_threads)
         kernel.func = None
+        # Images saved before kernels kept their trace have none.
+        kernel.trace = None if image.get("trace") is None else Trace.from_json(image["trace"])
         return kernel
 
     def image(self) -> dict[str, Any]:
@@ -94,6 +112,7 @@ class CompiledKernel:
             "outputs": [b.name for b in self.outputs],
             "workspaces": [spec(b) for b in self.module.workspaces],
             "entries": [[e.symbol, e.extent, e.parallel] for e, _ in self.module.entries],
+            "trace": None if self.trace is None else self.trace.to_json(),
         }
 
     def _setup(self, name: str, params: tuple[Buffer, ...], outputs: tuple[Buffer, ...],

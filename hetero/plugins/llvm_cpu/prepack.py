@@ -22,6 +22,7 @@ After::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +80,7 @@ def _hoist(stmt: Stmt, known: set[Buffer], hoisted: list[_Hoisted]) -> Stmt:
             hoisted.append(_Hoisted(stmt.buffer, stage))
             known.add(stmt.buffer)
             return _hoist(seq(*(s for s in stages if s is not stage)), known, hoisted)
-    return Allocate(stmt.buffer, body)
+    return dataclasses.replace(stmt, body=body)
 
 
 def _fills_from(stage: Stmt, buffer: Buffer, known: set[Buffer]) -> bool:
@@ -127,10 +128,11 @@ class ConstantPacker:
         """Run ``item``'s stage once on the constants it reads; the new constant's name."""
         sources = tuple(sorted(buffers_read(item.block), key=lambda b: b.name))
         stage = PrimFunc(item.block.name, sources + (item.buffer,), item.block)
-        canonical = canonical_names(default_schedule(stage, self.threads))
+        schedule = default_schedule(stage, self.threads)
+        canonical = canonical_names(schedule.func)
         key = (canonical.name, tuple(names[b] for b in sources))
         if key not in self._done:
-            kernel = compile_kernel(canonical, self.threads)
+            kernel = compile_kernel(canonical, self.threads, schedule.trace)
             out = np.empty(item.buffer.shape, item.buffer.dtype)
             kernel(*(self.constants[names[b]] for b in sources), out)
             name = unique_name(f"{label}/{item.buffer.name}", self._taken)

@@ -41,8 +41,10 @@ VECTOR_LANES = 16
 MIN_VECTOR_EXTENT = 4
 
 
-def default_schedule(func: PrimFunc, threads: int) -> PrimFunc:
-    """``func`` scheduled for ``threads`` cores."""
+def default_schedule(func: PrimFunc, threads: int) -> Schedule:
+    """``func`` scheduled for ``threads`` cores: the schedule's ``func`` is the result and
+    its ``trace`` the primitives that made it, which ``trace.apply(func)`` replays (and a
+    tuner varies)."""
     sch = Schedule(func)
     for name in block_names(func.body):
         plan = plan_tile(sch.func, name)
@@ -56,7 +58,7 @@ def default_schedule(func: PrimFunc, threads: int) -> PrimFunc:
             _vectorize_innermost(sch, name)
         if threads > 1 and _work(sch.func, name) >= PARALLEL_MIN_WORK:
             _parallelize(sch, name, threads)
-    return sch.func
+    return sch
 
 
 def _block(func: PrimFunc, block_name: str) -> Block:

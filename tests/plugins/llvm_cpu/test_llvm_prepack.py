@@ -97,7 +97,7 @@ def test_hoisted_function_computes_what_the_original_did() -> None:
     """Interpreted exactly, before and after hoisting: the same bits."""
     graph, w, c = _gemm(2, 9, 20)
     node = next(n for n in graph.nodes if n.op == "Gemm")
-    func = default_schedule(lower_node(node), 1)
+    func = default_schedule(lower_node(node), 1).func
     inputs = tuple(v.name for v in node.inputs)
     packer = ConstantPacker({v.name: v.data for v in node.inputs if v.data is not None}, 1)
     hoisted, names = packer.apply(func, inputs, "g")

@@ -103,7 +103,7 @@ def test_matmul_inner_loop_is_register_tiled_fma() -> None:
     every memory operand in it is the packed panel or a broadcast of A."""
     gb = GraphBuilder("mm")
     gb.output(gb.MatMul(gb.input("a", (64, 64)), np.ones((64, 64), np.float32)))
-    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly)
+    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1).func, 1).assembly)
     assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 16
     assert not re.search(r"vmovups\s+%zmm\d+, ", body), "an accumulator is stored inside the k loop"
 
@@ -140,7 +140,7 @@ def test_few_row_tiles_widen_to_keep_vector_accumulators(m: int, n: int, tile: t
     issues at least MIN_ACCUMULATORS independent vector FMAs (where N allows)."""
     gb = GraphBuilder("gemv")
     gb.output(gb.Gemm(gb.input("a", (m, 24)), np.ones((n, 24), np.float32), transB=1))
-    func = default_schedule(lower_node(gb.build().nodes[0]), 1)
+    func = default_schedule(lower_node(gb.build().nodes[0]), 1).func
     shapes = [s.buffer.shape for s in walk(func.body) if isinstance(s, Allocate) and s.buffer.scope == "local"]
     assert shapes == [tile]
     assert tile[0] * tile[1] >= min(MIN_ACCUMULATORS * VECTOR, tile[0] * n)
@@ -153,7 +153,7 @@ def test_gemv_inner_loop_streams_four_vectors_in_registers() -> None:
     packed weight, with the accumulators in registers."""
     gb = GraphBuilder("gemv")
     gb.output(gb.Gemm(gb.input("a", (1, 256)), np.ones((512, 256), np.float32), transB=1))
-    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1), 1).assembly)
+    body = _fma_loop(CompiledKernel(default_schedule(lower_node(gb.build().nodes[0]), 1).func, 1).assembly)
     assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", body)) >= 4
     assert not re.search(r"vmovups\s+%zmm\d+, ", body), "an accumulator is stored inside the k loop"
 

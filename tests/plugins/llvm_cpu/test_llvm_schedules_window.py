@@ -91,7 +91,7 @@ def test_grouped_1x1_conv_gets_the_vectorized_spatial_tile() -> None:
     (name,) = block_names(func.body)
     assert plan_tile(func, name) is None, "the micro-kernel now takes grouped conv; this test is moot"
     assert plan_window(func, name) is not None
-    kinds = _kinds(default_schedule(func, 1))
+    kinds = _kinds(default_schedule(func, 1).func)
     lanes = [n for n, kind in kinds.items() if kind is ForKind.VECTORIZED]
     rows = [n for n, kind in kinds.items() if kind is ForKind.UNROLLED]
     assert len(lanes) == 3 and len(rows) == 3  # init, update and store copies of the tile loops
@@ -108,7 +108,7 @@ def test_padded_window_keeps_the_plain_schedule() -> None:
                     reason="checks x86 vector registers")
 def test_grouped_conv_machine_code_uses_vector_fma() -> None:
     gb, *_ = _conv_graph(32, 32, 16, 1, 1, 0, 4, False)
-    asm = CompiledKernel(default_schedule(_lowered(gb), 1), 1).assembly
+    asm = CompiledKernel(default_schedule(_lowered(gb), 1).func, 1).assembly
     assert re.search(r"vfmadd\w+ps\s+[^\n]*[yz]mm", asm), "no vector FMA in the grouped conv"
 
 
@@ -141,7 +141,7 @@ def test_contiguous_pool_gets_the_spatial_tile() -> None:
     gb.output(gb.MaxPool(gb.input("x", (1, 4, 12, 12)), kernel_shape=(2, 2)))
     func = _lowered(gb)
     assert all(plan_window(func, name) is not None for name in block_names(func.body))
-    assert ForKind.VECTORIZED in _kinds(default_schedule(func, 1)).values()
+    assert ForKind.VECTORIZED in _kinds(default_schedule(func, 1).func).values()
 
 
 def test_broadcast_add_relu_matches_numpy_and_vectorizes() -> None:
@@ -152,7 +152,7 @@ def test_broadcast_add_relu_matches_numpy_and_vectorizes() -> None:
     gb.output(gb.Relu(gb.Add(gb.Add(gb.input("x", x.shape), bias), row)))
     got, _ = _compiled(gb, {"x": x}, 2)
     np.testing.assert_array_equal(got, np.maximum(x + bias + row, 0.0))
-    func = default_schedule(_lowered(gb), 1)
+    func = default_schedule(_lowered(gb), 1).func
     innermost = [s for s in walk(func.body) if isinstance(s, For) and not isinstance(s.body, For)]
     assert innermost and all(s.kind is ForKind.VECTORIZED for s in innermost)
 
@@ -166,7 +166,7 @@ def test_transpose_matches_numpy_and_vectorizes(perm: tuple[int, ...]) -> None:
     gb.output(gb.Transpose(gb.input("x", x.shape), perm=perm))
     got, _ = _compiled(gb, {"x": x}, 1)
     np.testing.assert_array_equal(got, x.transpose(perm))
-    kinds = _kinds(default_schedule(_lowered(gb), 1))
+    kinds = _kinds(default_schedule(_lowered(gb), 1).func)
     assert ForKind.VECTORIZED in kinds.values()
 
 
@@ -176,6 +176,6 @@ def test_small_blocks_stay_off_the_thread_pool() -> None:
     small.output(small.Relu(small.input("x", (1, 8, 16, 16))))
     large.output(large.Relu(large.input("x", (1, 64, 256, 256))))
     assert 8 * 16 * 16 < PARALLEL_MIN_WORK <= 64 * 256 * 256 // 16
-    assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(small), 2)).values()
-    assert ForKind.PARALLEL in _kinds(default_schedule(_lowered(large), 2)).values()
-    assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(large), 1)).values()
+    assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(small), 2).func).values()
+    assert ForKind.PARALLEL in _kinds(default_schedule(_lowered(large), 2).func).values()
+    assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(large), 1).func).values()
