@@ -17,7 +17,9 @@ workspaces, for callers of an ahead-of-time object.
 
 Loop kinds: VECTORIZED loops carry ``llvm.loop.vectorize.enable`` and a width hint,
 UNROLLED loops ``llvm.loop.unroll.full`` (and loops around one ``llvm.loop.unroll.disable``); SERIAL and PIPELINED loops are plain; a
-PARALLEL loop below a stage's outermost loop runs serially inside its thread.
+PARALLEL loop below a stage's outermost loop runs serially inside its thread; a loop
+bound to a GPU axis, a ``Barrier`` and an ``Evaluate`` are CodegenErrors naming them
+(a CPU kernel has no thread block, and llvm_cpu maps intrinsics as values only).
 """
 
 from __future__ import annotations
