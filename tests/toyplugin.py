@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.graph import Graph, Node
-from hetero.core.ir.opdef import get_op
+from hetero.core.ir.opdef import get_op, op_names
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.plugin import Backend, Support
 from hetero.core.plugin.target import Option, Target
@@ -69,9 +69,13 @@ class ToyBackend(Backend):
         memory: MemoryHierarchy = TOY_MEMORY,
         device_kind: str = "cpu",
         version: str = "1.0",
+        every_op: bool = False,
     ) -> None:
         self.name = name
-        self.supported_ops = frozenset(ops)
+        # every_op: a toy that declares every canonical op (it runs each by its reference),
+        # so that it can serve as the fallback.
+        self.supported_ops = frozenset(op_names() if every_op else ops)
+        self.takes_every_op = every_op
         self.memory = memory
         self.device_kind = device_kind
         self.version = version
@@ -109,11 +113,12 @@ class ToyBackend(Backend):
 
 
 def plugin_source(*names: str, ops: Sequence[str] = ("Relu", "Neg", "Add"),
-                  capacity: str = "2**30", body: str = "") -> str:
+                  capacity: str = "2**30", body: str = "", every_op: bool = False) -> str:
     """A plugin module providing a ToyBackend for each of ``names``.
 
     ``capacity`` is the DRAM capacity expression (to declare a bad one); ``body``
-    is extra module code run at import (to make the import fail).
+    is extra module code run at import (to make the import fail); ``every_op`` makes
+    each toy declare every canonical op (so it can be the fallback).
     """
     imports = textwrap.dedent("""\
         from hetero.core.memory import MemoryHierarchy, MemoryLevel
@@ -125,7 +130,8 @@ def plugin_source(*names: str, ops: Sequence[str] = ("Relu", "Neg", "Add"),
 
         @hookimpl
         def hetero_backends():
-            return [ToyBackend(name, ops={tuple(ops)!r}, memory=MEMORY) for name in {names!r}]
+            return [ToyBackend(name, ops={tuple(ops)!r}, memory=MEMORY, every_op={every_op!r})
+                    for name in {names!r}]
         """)
     return imports + textwrap.dedent(body) + "\n" + rest
 

@@ -76,7 +76,7 @@ class Session:
     and ``calibration_method`` are as in :func:`compile_model`; ``cache`` names a
     compile-cache folder.
 
-    >>> session = Session(["npu_sim"], options={"npu_sram_kib": 64})   # doctest: +SKIP
+    >>> session = Session(["my_npu"], options={"my_npu_sram_kib": 64})   # doctest: +SKIP
     >>> part = session.partition(session.prepare(graph))               # doctest: +SKIP
     >>> exe = session.compile(graph)                                    # doctest: +SKIP
     """
@@ -314,7 +314,7 @@ def compile_model(
     ``$HETERO_CACHE_DIR`` when set): a part compiled before with the same subgraph,
     backend version and options is loaded from it instead of compiled.
 
-    >>> exe = hetero.compile("resnet50.onnx", targets=["npu_sim"])   # doctest: +SKIP
+    >>> exe = hetero.compile("resnet50.onnx", targets=["my_npu"])    # doctest: +SKIP
     >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
     >>> print(exe.report())                                          # doctest: +SKIP
     """

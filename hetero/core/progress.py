@@ -5,7 +5,7 @@ Core code and plugins announce what they are doing; they never print. A front en
 duration of a call with :func:`reporting`; with none installed every call here costs
 one context-variable read and does nothing.
 
->>> progress.step("compile", 2, 5, "region r1 on npu_sim")    # doctest: +SKIP
+>>> progress.step("compile", 2, 5, "region r1 on my_npu")    # doctest: +SKIP
 >>> with progress.stage("optimise"):                          # doctest: +SKIP
 ...     graph = optimize(graph)
 
@@ -26,7 +26,7 @@ class Reporter(Protocol):
 
     def step(self, stage: str, index: int, total: int, label: str) -> None:
         """Item ``index`` (1-based) of ``total`` of ``stage`` begins; ``total`` is 0 for a
-        stage without counted items. ``label`` names the item ("region r1 on npu_sim")."""
+        stage without counted items. ``label`` names the item ("region r1 on my_npu")."""
 
     def end(self, stage: str) -> None:
         """``stage`` is over."""

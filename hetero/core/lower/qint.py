@@ -15,7 +15,7 @@ the reference's int8 results bit for bit on every backend that renders the tenso
 
 Per-channel multipliers and shifts become small tables, one entry per channel, that
 the function computes from literals before its main stage; a backend that evaluates
-constant-only stages when compiling (llvm_cpu does) never recomputes them.
+constant-only stages when compiling (the CPU backend does) never recomputes them.
 """
 
 from __future__ import annotations

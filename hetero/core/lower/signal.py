@@ -7,7 +7,7 @@ entry of a ``[samples, parts, bins, 2]`` table of ``cos`` and ``sin`` of ``2 pi 
 (``m = sample * bin mod N``, so the angle is exact before it is rounded), with the
 signs of the forward or inverse transform and the ``1 / N`` of the inverse folded in.
 The tables' stages read no input, so a backend that computes constant stages when it
-compiles (llvm_cpu does) computes them once, in float64, rounded to the accumulator's
+compiles (the CPU backend does) computes them once, in float64, rounded to the accumulator's
 dtype; cosines at quarter turns and sines at half turns are exact zeros, so a real
 signal's DC and Nyquist bins have exactly zero imaginary parts. STFT reads each frame
 straight from the signal, times the window.
@@ -19,7 +19,7 @@ Where ``N = N1 * N2`` has a divisor near its square root, the transform takes tw
 costs a tenth. Short and prime lengths, and IRFFT, stay direct. Every step is a sum of
 products whose loops are those of a (batched) matrix product, so the CPU's
 register-tiled micro-kernel takes it. The output stage itself is the last sum, reading
-its table directly: a table that only a later stage's inputs reach is not one llvm_cpu
+its table directly: a table that only a later stage's inputs reach is not one the CPU backend
 computes at compile time (the first step's small table is computed on each call).
 Sums accumulate in float32 for float16, bfloat16 and float32, in float64 for float64.
 

@@ -193,7 +193,7 @@ def lower_gather(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: 
     cannot raise, so the error is raised outside the kernel: constant indices are
     refused when the node is built (the op's ``index_bounds``), run-time ones are
     checked by the backend on the host before the kernel runs
-    (:func:`hetero.core.ir.graph.index_checks`; llvm_cpu raises an InputError naming
+    (:func:`hetero.core.ir.graph.index_checks`; the CPU backend raises an InputError naming
     the node). The kernel still clamps each index into range, so that even indices
     nobody checked never make it read outside ``data``.
     """

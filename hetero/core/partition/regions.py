@@ -36,8 +36,8 @@ from hetero.errors import PartitionError
 
 #: A region must compute at least this many times as long as its transfers in and
 #: out take, or it returns to the fallback; set 0 to keep every region. Chosen with
-#: benchmarks/bench_threshold.py (four int8 light models split across npu_sim and
-#: llvm_cpu, CPU parts timed, NPU parts simulated, transfers modelled): over ratios
+#: benchmarks/bench_threshold.py (four int8 light models split across the simulated NPU and
+#: the CPU backend, CPU parts timed, NPU parts simulated, transfers modelled): over ratios
 #: 0 to 1024 one region ever moves, SqueezeNet's one-node int8 Reshape between two
 #: CPU regions, which returns from 4 on; the partition without it ran 2.4 % faster
 #: (1.437 against 1.473 ms: one CPU launch fewer, which the estimates do not count),

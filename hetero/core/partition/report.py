@@ -4,8 +4,8 @@ Both say the same things in a stable order: the ops × backends coverage, every 
 (backend, nodes, estimated time, transfers in and out), every transfer, the memory
 plan of each space, the composite patterns matched and how often, every estimate a
 backend could not make, and every node that did not land on its preferred backend,
-with the reason. The text groups the nodes that share a reason ("67 nodes -> llvm_cpu:
-npu_sim computes int8 only: quantise the model first") and folds their names after
+with the reason. The text groups the nodes that share a reason ("67 nodes -> cpu:
+my_npu computes int8 only: quantise the model first") and folds their names after
 :data:`SHOWN_NAMES`; the dict keeps every node as well as the groups.
 """
 
@@ -93,6 +93,15 @@ def fold(names: Sequence[str], shown: int = SHOWN_NAMES) -> str:
     return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
+def _plain(value: Any) -> Any:
+    """An option's value as JSON data: as it is when it is plain, else its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return repr(value)
+
+
 def describe(part: Partition) -> dict[str, Any]:
     """The whole report as JSON-ready data."""
     assignment = part.assignment
@@ -106,6 +115,13 @@ def describe(part: Partition) -> dict[str, Any]:
         "targets": list(assignment.annotation.names),
         "policy": assignment.policy,
         "fallback": assignment.fallback,
+        "devices": [
+            {"backend": t.name, "options": {k: _plain(t.options[k]) for k in sorted(t.given)},
+             "peak_gflops": t.peak_gflops,
+             "memory": [{"level": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth_gbps": m.bandwidth_gbps}
+                        for m in t.memory.levels]}
+            for t in assignment.annotation.backends
+        ],
         "est_compute_seconds": sum(part.estimates.values()),
         "est_transfer_seconds": sum(t.est_seconds for t in part.transfers),
         "coverage": coverage(part),
@@ -154,8 +170,14 @@ def format_report(part: Partition) -> str:
         (f"estimated {format_us(data['est_compute_seconds'])} compute + "
          f"{format_us(data['est_transfer_seconds'])} transfers"),
         "",
-        "coverage (nodes each backend takes / nodes of the op)",
+        "devices (as each target's options declare them)",
     ]
+    for d in data["devices"]:
+        given = ", ".join(f"{k}={v!r}" for k, v in d["options"].items())
+        levels = " > ".join(f"{m['level']} {format_bytes(m['capacity_bytes'])}" for m in d["memory"])
+        lines.append(f"  {d['backend']}: {levels}; peak {d['peak_gflops']:.4g} GFLOP/s"
+                     + (f" ({given})" if given else ""))
+    lines += ["", "coverage (nodes each backend takes / nodes of the op)"]
     rows = [["op", "nodes", *names, "placed"]]
     for op, row in data["coverage"].items():
         placed = ", ".join(f"{b} {n}" for b, n in row["placed"].items())

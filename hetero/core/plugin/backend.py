@@ -56,7 +56,7 @@ from hetero.errors import HeteroError, PluginError, did_you_mean
 #: backends declare ``options`` and may declare ``takes_every_op``.
 API_VERSION = 2
 
-#: Backend names and device kinds: lower-case identifiers such as ``llvm_cpu``.
+#: Backend names and device kinds: lower-case identifiers such as ``my_npu``.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -211,7 +211,7 @@ class Backend(ABC):
         """The device as ``options`` (every declared option, set or default) describe it.
 
         By default the class declarations, whatever the options. Override when an
-        option changes the machine (npu_sim's SRAM size): what the partitioner plans
+        option changes the machine (an NPU's SRAM size): what the partitioner plans
         with is then what :meth:`compile` builds for. Raise a
         :class:`~hetero.errors.HeteroError` naming the option to refuse a value.
         """

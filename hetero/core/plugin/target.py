@@ -13,7 +13,7 @@ machine the backend builds for (ARCHITECTURE.md, rule 5).
 
 Example::
 
-    >>> target = bind(get_backend("npu_sim"), {"npu_sram_kib": 64})   # doctest: +SKIP
+    >>> target = bind(get_backend("my_npu"), {"my_npu_sram_kib": 64})   # doctest: +SKIP
     >>> target.memory.levels[1].capacity_bytes                         # doctest: +SKIP
     65536
 """
@@ -42,9 +42,9 @@ class Option:
 
     ``types`` lists the Python types a value may have (empty: any); ``bool`` is never
     taken for ``int`` or ``float``. ``choices``, when given, are the only values allowed.
-    A default of ``None`` means "not set": the backend picks (npu_sim's preset decides
-    its SRAM unless ``npu_sram_kib`` is given). Names are unique among a backend's
-    options and, by convention, prefixed with the backend's short name (``npu_``) unless
+    A default of ``None`` means "not set": the backend picks (an NPU's preset decides
+    its SRAM unless an SRAM-size option is given). Names are unique among a backend's
+    options and, by convention, prefixed with the backend's short name (``my_npu_``) unless
     they mean the same for every backend (``num_threads``).
     """
 
@@ -78,7 +78,7 @@ class Option:
 class Declarations:
     """What a backend declares about its device under one set of options.
 
-    ``settings`` is the backend's own reading of the options (npu_sim's ``NpuConfig``),
+    ``settings`` is the backend's own reading of the options (an NPU's configuration object),
     kept on the target so that ``supports``, ``estimate`` and ``compile`` use the same one.
     """
 

@@ -1,7 +1,7 @@
 """Signatures on the files hetero loads native code from: saved executables and
 compile-cache entries.
 
-A compiled part is code: llvm_cpu's artifact is machine code that runs as soon as the
+A compiled part is code: a CPU backend's artifact is machine code that runs as soon as the
 part does, so loading a file someone else wrote is running their program. hetero
 therefore loads a part only from a file that this user's hetero wrote, and proves it
 with a keyed signature: HMAC-SHA256, under a per-user secret key, over the file's

@@ -4,7 +4,7 @@ An int8 op accumulates in int32 and must bring the sum back to its output's scal
 a real factor ``r`` (``x_scale · w_scale / y_scale`` for a convolution). Integer
 hardware multiplies by an int32 ``multiplier`` M in [2^30, 2^31) and shifts right
 by ``shift`` s, so that r ≈ M · 2^-s; the same arithmetic, in int64, is the
-reference semantics of the integer ops and of npu_sim's REQUANT instruction, which
+reference semantics of the integer ops and of an integer NPU's requantise instruction, which
 is why the two agree bit for bit. It follows gemmlowp and TFLite, with one rounding
 (half toward +inf) instead of their two.
 """

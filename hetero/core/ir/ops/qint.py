@@ -3,7 +3,7 @@
 These are hetero-internal ops, like TVM's qnn dialect: the ONNX frontend never
 produces them; :mod:`hetero.core.passes.lower_qdq` replaces the float
 DequantizeLinear → op → QuantizeLinear units of a QDQ model with them, and
-backends that run integer arithmetic (npu_sim) take them; they also lower to the
+backends that run integer arithmetic (an NPU) take them; they also lower to the
 tensor IR (:mod:`hetero.core.lower.qint`), so the CPU fallback runs any region such a
 backend declines, bit for bit. Their semantics are the
 shared integer spec: quantisation is ``real = scale · (q − zero)``, every op
@@ -222,7 +222,7 @@ def quantize_add_multipliers(a_ratio: float, b_ratio: float) -> tuple[int, int, 
 
     The shared shift comes from the larger ratio, whose multiplier lies in [2^14, 2^15);
     the smaller one is just smaller. Fifteen bits keep ``(A - a_zero)·Ma + (B - b_zero)·Mb``
-    below 2^24, inside an int32 accumulator, which is how integer hardware (npu_sim's
+    below 2^24, inside an int32 accumulator, which is how integer hardware (a simulated NPU's
     vector unit) adds; they err by at most 2^-15 relative, under 0.01 of a step on an
     int8 result. ``a_ratio`` is ``a_scale / y_scale``. ValueError when the larger ratio
     is 2^14 or more (no shift of at least 1 is left).
