@@ -4,13 +4,21 @@ Slow (a Python loop per iteration) and exact about dtypes: it is how tests check
 that a schedule or a lowering keeps a function's meaning, independently of any
 renderer. Integer ``div``, ``floordiv`` and ``mod`` are computed on exact integers
 (a zero divisor gives 0, ``MIN // -1`` wraps to ``MIN``, as the renderers do);
-intrinsics run their registered numpy reference. Loops of every kind run their
-iterations one after another, so a ``Barrier`` has nothing to wait for.
+intrinsics run their registered numpy reference.
+
+Loops run their iterations one after another, except a loop bound to a thread-level
+axis (``threadIdx.x``...) whose body holds a ``Barrier``: its iterations are threads
+run together, each up to its next barrier, then each on to the one after, so what one
+thread stores before a barrier every other reads after it, as on a GPU. A thread's
+loop variables and the buffers it allocates are its own. A barrier that some threads
+of a loop reach and others do not (they finished, as under a divergent ``if``) is an
+error; elsewhere a barrier has nothing to wait for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import ChainMap
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -18,9 +26,10 @@ import numpy as np
 from hetero.core.ir.tir import registry
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.functor import ExprFunctor, StmtFunctor
-from hetero.core.ir.tir.stmt import PrimFunc
+from hetero.core.ir.tir.stmt import Barrier, ForKind, PrimFunc, walk
 from hetero.core.ir.tir.verify import verify_func
 from hetero.errors import InputError
+
 
 def run_func(func: PrimFunc, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run ``func``: ``arrays`` gives every parameter by name (outputs are written in place
@@ -34,7 +43,7 @@ def run_func(func: PrimFunc, arrays: Mapping[str, np.ndarray]) -> dict[str, np.n
         if a.shape != b.shape:
             raise InputError(f"func {func.name}: {b.name} must have shape {b.shape}, got {a.shape}")
         memory[b] = a
-    _Interpreter(memory).visit_stmt(func.body)
+    _Interpreter(memory, {}, func.name).visit_stmt(func.body)
     return {b.name: memory[b] for b in func.params}
 
 
@@ -42,15 +51,30 @@ class _Interpreter(ExprFunctor[Any], StmtFunctor[None]):
     """Runs statements on ``memory`` (a numpy array per live buffer); expressions evaluate
     to numpy scalars of their dtype, loop variables bound in ``env``."""
 
-    def __init__(self, memory: dict[Buffer, np.ndarray]) -> None:
+    def __init__(self, memory: MutableMapping[Buffer, np.ndarray], env: dict[Any, Any], name: str) -> None:
         self.memory = memory
-        self.env: dict[Any, Any] = {}
+        self.env = env
+        self.name = name
+        self._together: dict[int, bool] = {}
+
+    def runs_together(self, s: Any) -> bool:
+        """Whether the loop ``s`` runs its iterations as threads that meet at barriers."""
+        key = id(s)
+        if key not in self._together:
+            self._together[key] = (s.kind is ForKind.THREAD_BINDING
+                                   and registry.thread_axis(s.thread_axis).level == "thread"
+                                   and any(isinstance(t, Barrier) for t in walk(s.body)))
+        return self._together[key]
 
     def visit_Store(self, s: Any) -> None:
         index = tuple(int(self.visit_expr(i)) for i in s.indices)
         self.memory[s.buffer][index] = self.visit_expr(s.value)
 
     def visit_For(self, s: Any) -> None:
+        if self.runs_together(s):
+            for _ in _Steps(self).visit_For(s):
+                pass  # nothing outside this loop's threads waits at its barriers
+            return
         for k in range(s.extent):
             self.env[s.var] = np.int64(k)
             self.visit_stmt(s.body)
@@ -120,6 +144,74 @@ class _Interpreter(ExprFunctor[Any], StmtFunctor[None]):
 
     def visit_Evaluate(self, s: Any) -> None:
         self.visit_expr(s.call)
+
+
+class _Steps(StmtFunctor[Iterator[None]]):
+    """Runs statements as one thread does: each method is a generator that stops at every
+    barrier it reaches (``yield``), so a driver can run several threads to it together."""
+
+    def __init__(self, thread: _Interpreter) -> None:
+        self.thread = thread
+
+    def visit_Store(self, s: Any) -> Iterator[None]:
+        self.thread.visit_Store(s)
+        yield from ()
+
+    def visit_Evaluate(self, s: Any) -> Iterator[None]:
+        self.thread.visit_Evaluate(s)
+        yield from ()
+
+    def visit_Barrier(self, s: Any) -> Iterator[None]:
+        yield
+
+    def visit_Seq(self, s: Any) -> Iterator[None]:
+        for part in s.stmts:
+            yield from self.visit_stmt(part)
+
+    def visit_Block(self, s: Any) -> Iterator[None]:
+        yield from self.visit_stmt(s.body)
+
+    def visit_Allocate(self, s: Any) -> Iterator[None]:
+        memory = self.thread.memory
+        memory[s.buffer] = np.zeros(s.buffer.shape, s.buffer.dtype)
+        yield from self.visit_stmt(s.body)
+        del memory[s.buffer]
+
+    def visit_IfThenElse(self, s: Any) -> Iterator[None]:
+        if self.thread.visit_expr(s.cond):
+            yield from self.visit_stmt(s.then)
+        elif s.otherwise is not None:
+            yield from self.visit_stmt(s.otherwise)
+
+    def visit_For(self, s: Any) -> Iterator[None]:
+        env = self.thread.env
+        if not self.thread.runs_together(s):
+            for k in range(s.extent):
+                env[s.var] = np.int64(k)
+                yield from self.visit_stmt(s.body)
+            env.pop(s.var, None)
+            return
+        threads = []
+        for k in range(s.extent):
+            own = _Interpreter(ChainMap({}, self.thread.memory), {**env, s.var: np.int64(k)}, self.thread.name)
+            own._together = self.thread._together
+            threads.append(_Steps(own).visit_stmt(s.body))
+        while threads:
+            waiting = []
+            for thread in threads:
+                try:
+                    next(thread)
+                    waiting.append(thread)
+                except StopIteration:
+                    pass
+            if waiting and len(waiting) < len(threads):
+                raise InputError(
+                    f"func {self.thread.name}: {len(waiting)} of the {len(threads)} threads of loop {s.var.name} "
+                    f"({s.thread_axis}) wait at a barrier the others never reach (a barrier under a branch "
+                    "that not every thread takes)")
+            if waiting:
+                yield  # the barrier also holds for the threads of enclosing thread loops
+            threads = waiting
 
 
 def _extreme(op: str, a: Any, b: Any, dtype: np.dtype) -> Any:

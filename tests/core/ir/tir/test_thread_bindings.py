@@ -1,13 +1,19 @@
 """The verifier's thread-binding rules: registered axes, one binding per axis on a path,
 block axes outside thread axes, one extent per axis; each error names the function,
-the loop and the rule."""
+the loop and the rule. And the interpreter runs a thread loop's threads together up to
+each barrier."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from hetero.core.ir.tir import Buffer, For, ForKind, PrimFunc, Stmt, Store, Var, func_problems, run_func, seq
+from hetero.core.ir.tir import (
+    Allocate, Barrier, Buffer, For, ForKind, IfThenElse, PrimFunc, Stmt, Store, Var, func_problems, lt, run_func,
+    seq,
+)
 from hetero.core.ir.tir.registry import register_thread_axis
+from hetero.errors import InputError
 
 A = Buffer("A", (64,), "float32")
 B = Buffer("B", (64,), "float32")
@@ -79,3 +85,31 @@ def test_sibling_kernels_may_bind_the_same_axes() -> None:
     first = bound(b, 2, "blockIdx.x", bound(t, 32, "threadIdx.x", Store(B, (b * 32 + t,), A[b * 32 + t])))
     second = bound(c, 2, "blockIdx.x", bound(u, 32, "threadIdx.x", Store(B, (c * 32 + u,), B[c * 32 + u] * 2.0)))
     assert func_problems(kernel(seq(first, second))) == []
+
+
+def reverse_in_blocks(barrier: bool = True, guard_barrier: bool = False) -> PrimFunc:
+    """B[b, t] = A[b, 31 - t]: each thread stores its element to shared memory, and after
+    the barrier reads the one its mirror thread stored."""
+    b, t = Var("b"), Var("t")
+    tile = Buffer("T", (32,), "float32", "shared")
+    sync: Stmt = Barrier("shared")
+    if guard_barrier:
+        sync = IfThenElse(lt(t, 16), sync)
+    steps = [Store(tile, (t,), A[b * 32 + t]), *([sync] if barrier else []), Store(B, (b * 32 + t,), tile[31 - t])]
+    return kernel(bound(b, 2, "blockIdx.x", Allocate(tile, bound(t, 32, "threadIdx.x", seq(*steps)))))
+
+
+def test_threads_run_together_up_to_each_barrier() -> None:
+    a = np.arange(64, dtype=np.float32)
+    out = run_func(reverse_in_blocks(), {"A": a, "B": np.zeros(64, np.float32)})["B"]
+    np.testing.assert_array_equal(out, a.reshape(2, 32)[:, ::-1].reshape(64))
+    # Without the barrier, a thread reads its mirror's slot before the mirror stores it.
+    racy = run_func(reverse_in_blocks(barrier=False), {"A": a, "B": np.zeros(64, np.float32)})["B"]
+    assert not np.array_equal(racy, out)
+
+
+def test_a_barrier_only_some_threads_reach_is_an_error() -> None:
+    with pytest.raises(InputError, match=r"func k: 16 of the 32 threads of loop t \(threadIdx.x\) wait at a "
+                                         r"barrier the others never reach"):
+        run_func(reverse_in_blocks(guard_barrier=True), {"A": np.zeros(64, np.float32),
+                                                         "B": np.zeros(64, np.float32)})
