@@ -56,6 +56,8 @@ class Runnable(Protocol):
 
     def report(self) -> str: ...
 
+    def timelines(self) -> dict[str, str]: ...
+
 
 #: hetero.compile with the user's targets and settings.
 Compile = Callable[[onnx.ModelProto | Graph], Runnable]
@@ -151,9 +153,8 @@ class StagedExecutable:
         """The compiled stages' timelines, keyed ``prefix/REGION`` and ``tail/REGION``."""
         pages: dict[str, str] = {}
         for title, part in (("prefix", self.head), ("tail", self.tail)):
-            draw = getattr(part, "timelines", None)
-            if callable(draw):
-                pages.update({f"{title}/{k}": v for k, v in draw().items()})
+            if part is not None:
+                pages.update({f"{title}/{k}": v for k, v in part.timelines().items()})
         return pages
 
     def save(self, path: str | os.PathLike[str]) -> None:

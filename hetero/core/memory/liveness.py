@@ -14,6 +14,11 @@ that produces it to the last step that reads it, both included, since a kernel
 reads its operands while it writes its results; a graph output stays live to the
 last step, and a result nobody reads still occupies memory while it is written.
 
+A compiled part plans its own steps with :func:`analyze_step_liveness`: each step
+says what it reads and writes (:class:`StepUse`), and a **view** step's output is its
+input under another shape, sharing its memory: the viewed value then stays live as
+long as the view's readers, and the view is no intermediate of its own.
+
 >>> live = analyze_liveness(graph)          # doctest: +SKIP
 >>> live.interval("conv1")                  # doctest: +SKIP
 LiveInterval(name='conv1', start=0, end=2, nbytes=802816)
@@ -22,6 +27,7 @@ LiveInterval(name='conv1', start=0, end=2, nbytes=802816)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -44,16 +50,19 @@ class LiveInterval:
 
 @dataclass(frozen=True, eq=False)
 class Liveness:
-    """The steps of a graph and the live interval of each of its intermediates.
+    """The steps of a graph (or of a compiled part) and the live interval of each
+    intermediate.
 
-    ``steps[i]`` holds the nodes that run at step ``i`` (one, or a fused group in
-    topological order); ``intervals`` lists the intermediates in the order they are
-    produced.
+    ``step_names[i]`` names step ``i``; for a graph, ``steps[i]`` holds the nodes that
+    run then (one, or a fused group in topological order), and it is empty for the
+    steps of a part (:func:`analyze_step_liveness`). ``intervals`` lists the
+    intermediates in the order they are produced.
     """
 
     graph_name: str
-    steps: tuple[tuple[Node, ...], ...]
+    step_names: tuple[str, ...]
     intervals: tuple[LiveInterval, ...]
+    steps: tuple[tuple[Node, ...], ...] = ()
 
     @cached_property
     def _by_name(self) -> dict[str, LiveInterval]:
@@ -61,7 +70,7 @@ class Liveness:
 
     @cached_property
     def _live(self) -> tuple[tuple[LiveInterval, ...], ...]:
-        live: list[list[LiveInterval]] = [[] for _ in self.steps]
+        live: list[list[LiveInterval]] = [[] for _ in self.step_names]
         for iv in self.intervals:
             for step in range(iv.start, iv.end + 1):
                 live[step].append(iv)
@@ -82,21 +91,25 @@ class Liveness:
     @cached_property
     def peak_step(self) -> int:
         """The first step with the most live bytes (0 for a graph without steps)."""
-        if not self.steps:
+        if not self.step_names:
             return 0
-        return max(range(len(self.steps)), key=lambda s: (self.live_bytes(s), -s))
+        return max(range(len(self.step_names)), key=lambda s: (self.live_bytes(s), -s))
 
     @property
     def peak_bytes(self) -> int:
         """The most bytes live at one step: no arena holding them all can be smaller."""
-        return self.live_bytes(self.peak_step) if self.steps else 0
+        return self.live_bytes(self.peak_step) if self.step_names else 0
 
     def step_name(self, step: int) -> str:
-        """A readable name for ``step``: its node, or its fused group."""
-        nodes = self.steps[step]
-        if len(nodes) == 1:
-            return f"{nodes[0].name} ({nodes[0].op})"
-        return f"group {nodes[0].group} ({'+'.join(n.op for n in nodes)})"
+        """A readable name for ``step``: its node, its fused group, or the part's step name."""
+        return self.step_names[step]
+
+
+def _nodes_name(nodes: tuple[Node, ...]) -> str:
+    """A step of a graph by its node, or its fused group."""
+    if len(nodes) == 1:
+        return f"{nodes[0].name} ({nodes[0].op})"
+    return f"group {nodes[0].group} ({'+'.join(n.op for n in nodes)})"
 
 
 def schedule_steps(graph: Graph) -> list[tuple[Node, ...]]:
@@ -129,7 +142,50 @@ def analyze_liveness(graph: Graph) -> Liveness:
                 end = last if id(value) in outputs else max(
                     (step_of[id(u)] for u in value.users), default=i)
                 intervals.append(LiveInterval(value.name, i, end, value.type.nbytes))
-    return Liveness(graph.name, tuple(steps), tuple(intervals))
+    return Liveness(graph.name, tuple(_nodes_name(nodes) for nodes in steps), tuple(intervals), tuple(steps))
+
+
+@dataclass(frozen=True)
+class StepUse:
+    """One step of a compiled part: the values it reads and those it writes, by name.
+
+    A ``view`` step writes one value that is its one read value under another shape,
+    in the same memory (a Reshape done as a numpy view), so it allocates nothing.
+    """
+
+    name: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    view: bool = False
+
+
+def analyze_step_liveness(name: str, steps: Sequence[StepUse], nbytes: Mapping[str, int]) -> Liveness:
+    """The live interval of every value ``steps`` write (``nbytes`` gives each one's size),
+    except views: a viewed value is live to the last step that reads it or any view of it.
+
+    A value is live from the step that writes it to the last one that reads it, both
+    included, so a step's operands and results never share memory (kernels take no
+    overlapping arrays); a value nothing reads is live at its own step. What the part
+    returns must outlive its steps: plan only the intervals of values it does not
+    return (or view).
+    """
+    root: dict[str, str] = {}  # each view to the value whose memory it is
+    start: dict[str, int] = {}
+    end: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for value in step.reads:
+            if value in root:
+                end[root[value]] = i
+        if step.view:
+            (source,), (view,) = step.reads, step.writes
+            if source in root:
+                root[view] = root[source]
+            continue
+        for value in step.writes:
+            root[value] = value
+            start[value] = end[value] = i
+    intervals = tuple(LiveInterval(v, start[v], end[v], int(nbytes[v])) for v in start)
+    return Liveness(name, tuple(s.name for s in steps), intervals)
 
 
 def _stays_in_group(value: Value, node: Node, outputs: set[int]) -> bool:

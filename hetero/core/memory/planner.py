@@ -186,7 +186,7 @@ def plan_arena(
             f"got {alignment!r}"
         )
     intervals = tuple(intervals)
-    steps = len(liveness.steps)
+    steps = len(liveness.step_names)
     pressure = _pressure(intervals, steps)
     candidates = []
     for strategy, order, best_fit in _strategies(intervals, pressure):
@@ -209,7 +209,7 @@ def plan_arena(
         naive_bytes=sum(iv.nbytes for iv in intervals),
         lower_bound_bytes=max(pressure, default=0),
         peak_step=peak_step,
-        peak_step_name=liveness.step_name(peak_step) if liveness.steps else "",
+        peak_step_name=liveness.step_name(peak_step) if liveness.step_names else "",
         peak=peak,
     )
 

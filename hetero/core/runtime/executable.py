@@ -2,11 +2,14 @@
 
 An :class:`Executable` holds the interface of the graph it was compiled from and
 a list of :class:`Placement` — one compiled part per region, in execution order,
-with the backend that compiled it and the transfers it needs first. ``run`` feeds
-each part the values it needs from its backend's memory space, performing the
-transfers between spaces (:mod:`hetero.core.runtime.transfers`), and checks that
-each part returned every output its subgraph declares, in the declared shape and
-dtype; ``report`` shows the partition and where the time went, transfers included;
+with the backend that compiled it and the partition's transfers around it
+(:mod:`hetero.core.runtime.transfers`). ``run`` keeps every value on the device of
+the part that produced it (:mod:`hetero.core.runtime.device`; the host for parts
+that declare none), so consecutive parts on one device hand values over in place;
+it performs each transfer between two devices, timed, and returns the graph outputs
+as host arrays. It checks that each part returned every output its subgraph
+declares, as arrays of its device in the declared shape and dtype; ``report`` shows
+the partition and where the time went, transfers included;
 ``save`` writes one file that :func:`load` turns back into an executable without
 recompiling (each backend rebuilds its parts from their artifacts).
 
@@ -32,13 +35,15 @@ import numpy as np
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.types import as_dtype
 from hetero.core.plugin.backend import CompiledPart
+from hetero.core.plugin.capabilities import DrawsTimeline, Profiles, Reports, device_of
 from hetero.core.runtime.archive import (
     MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
     write_zip,
 )
 from hetero.core.runtime.inputs import check_inputs
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, key_path, seal
-from hetero.core.runtime.transfers import TransferStep, perform
+from hetero.core.runtime.device import HOST, Device, transfer
+from hetero.core.runtime.transfers import TransferStep, plan_transfers
 from hetero.errors import DamagedFileError, HeteroError, Keyword, ModelLoadError, PluginError, SignatureError
 
 FORMAT = "hetero-executable"
@@ -56,9 +61,10 @@ class Placement:
     """One compiled part and the backend (name and version) that produced it.
 
     ``region`` names the partition region it runs (``r0``...); ``transfers_in`` are
-    the copies into this backend's memory that must happen before it runs;
-    ``output_types`` are the outputs its subgraph declares, which every run checks
-    the part's results against (empty: the names in ``part.outputs`` only).
+    the copies into this backend's memory that must happen before it runs, and
+    ``transfers_out`` those of the graph outputs it produces back to the host, right
+    after it runs; ``output_types`` are the outputs its subgraph declares, which every
+    run checks the part's results against (empty: the names in ``part.outputs`` only).
     """
 
     backend: str
@@ -67,6 +73,7 @@ class Placement:
     region: str = ""
     transfers_in: tuple[TransferStep, ...] = ()
     output_types: tuple[ValueType, ...] = ()
+    transfers_out: tuple[TransferStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,30 +145,56 @@ class Executable:
         if graph is None or self._interface_of is not self.interface:
             graph = self._interface_graph = self.interface.as_graph()
             self._interface_of = self.interface
-        host: dict[str, np.ndarray] = dict(self.constants)
+        host: dict[str, Any] = dict(self.constants)
         for (name, _, _), array in zip(self.interface.inputs, check_inputs(graph, inputs)):
             host[name] = array
-        spaces: dict[str, dict[str, np.ndarray]] = {p.backend: {} for p in self.placements}
-        where: dict[str, str] = {}
+        # Each device's values by name; ``made_on`` says where each produced value was made.
+        spaces: dict[str, dict[str, Any]] = {HOST.name: host}
+        made_on: dict[str, Device] = {}
         several = len(self.placements) > 1
         for placement in self.placements:
-            for step in placement.transfers_in:
-                self._count(step.label, perform(step, spaces))
             part = placement.part
-            space = spaces[placement.backend]
+            device = device_of(part)
+            space = spaces.setdefault(device.name, {})
+            for step in placement.transfers_in:
+                self._move(step, made_on, spaces, device)
+            missing = [n for n in part.inputs if n not in space]
+            if missing:
+                raise HeteroError(f"executable {self.name}: region {placement.region or '-'} on "
+                                  f"{placement.backend} reads {missing[0]!r}, which no transfer brought "
+                                  f"to device {device.name}; recompile the model")
             start = time.perf_counter()
-            results = part.run({n: space[n] if n in space else host[n] for n in part.inputs})
+            results = part.run({n: space[n] for n in part.inputs})
             elapsed = time.perf_counter() - start
-            _check_results(placement, results)
+            _check_results(placement, results, device)
             space.update(results)
-            where.update(dict.fromkeys(results, placement.backend))
+            made_on.update(dict.fromkeys(results, device))
+            for step in placement.transfers_out:
+                self._move(step, made_on, spaces, HOST)
             # Kernel names are unique within a part, not across parts: prefix the region.
             prefix = f"{placement.region} " if several else ""
-            profile = getattr(part, "last_profile", None)
+            profile = part.last_profile if isinstance(part, Profiles) else None
             for kernel, seconds in (profile or [(f"{placement.backend}:part", elapsed)]):
                 self._count(prefix + kernel, seconds)
-        return {name: spaces[where[name]][name] if name in where else host[name]
-                for name, _, _ in self.interface.outputs}
+        outputs = {}
+        for name, _, _ in self.interface.outputs:
+            if name not in host:
+                raise HeteroError(f"executable {self.name}: graph output {name!r} stays on device "
+                                  f"{made_on[name].name}: no transfer brings it to the host; recompile the model")
+            outputs[name] = host[name]
+        return outputs
+
+    def _move(self, step: TransferStep, made_on: Mapping[str, Device],
+              spaces: dict[str, dict[str, Any]], dst: Device) -> None:
+        """Perform ``step`` onto device ``dst``, timed under its label, unless the value
+        is there already (made there, or moved there before)."""
+        into = spaces.setdefault(dst.name, {})
+        if step.value in into:
+            return
+        src = made_on.get(step.value, HOST)
+        start = time.perf_counter()
+        into[step.value] = transfer(spaces[src.name][step.value], src, dst)
+        self._count(step.label, time.perf_counter() - start)
 
     def _count(self, entry: str, seconds: float) -> None:
         stats = self._stats.setdefault(entry, _Stats())
@@ -188,18 +221,17 @@ class Executable:
             share = s.seconds / total if total else 0.0
             lines.append(f"{kernel[:47]:<48}{s.calls:>6}{s.seconds / s.calls * 1e3:>10.3f}{share:>8.1%}")
         for placement in self.placements:
-            part_report = getattr(placement.part, "report", None)
-            if callable(part_report):
-                lines += ["", f"region {placement.region or '-'} on {placement.backend}", part_report()]
+            if isinstance(placement.part, Reports):
+                lines += ["", f"region {placement.region or '-'} on {placement.backend}", placement.part.report()]
         return "\n".join(lines)
 
     def timelines(self) -> dict[str, str]:
         """Each part's last-run execution timeline as an HTML page, by region name,
-        for the parts that draw one (``timeline_html``)."""
+        for the parts that draw one (:class:`~hetero.core.plugin.capabilities.DrawsTimeline`)."""
         if not self._stats:
             raise HeteroError(f"executable {self.name}: no timeline before a run; call run() first")
         return {placement.region or placement.backend: placement.part.timeline_html()
-                for placement in self.placements if callable(getattr(placement.part, "timeline_html", None))}
+                for placement in self.placements if isinstance(placement.part, DrawsTimeline)}
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write everything needed to run again into one file at ``path``, signed with
@@ -217,7 +249,8 @@ class Executable:
                  "inputs": list(p.part.inputs), "outputs": list(p.part.outputs),
                  "output_types": [[n, list(s), d] for n, s, d in p.output_types],
                  "artifact": f"parts/{i}.bin", "region": p.region,
-                 "transfers_in": [[t.value, t.src, t.dst] for t in p.transfers_in]}
+                 "transfers_in": [[t.value, t.src, t.dst] for t in p.transfers_in],
+                 "transfers_out": [[t.value, t.src, t.dst] for t in p.transfers_out]}
                 for i, p in enumerate(self.placements)
             ],
             "partition": self.partition,
@@ -238,9 +271,10 @@ def _dtype(name: str) -> np.dtype:
     return as_dtype(name)
 
 
-def _check_results(placement: Placement, results: Any) -> None:
+def _check_results(placement: Placement, results: Any, device: Device) -> None:
     """Raise PluginError, naming the backend, region and output, unless ``results`` has
-    every output of the placement's subgraph as an array of its declared shape and dtype."""
+    every output of the placement's subgraph as an array of ``device`` in its declared
+    shape and dtype."""
     where = f"backend {placement.backend} (region {placement.region or '-'})"
     fix = (f"this is a bug in {placement.backend}: report it to its authors, and compile without "
            "that target meanwhile")
@@ -252,11 +286,14 @@ def _check_results(placement: Placement, results: Any) -> None:
         if name not in results:
             raise PluginError(f"{where} returned no output {name!r} (it returned {sorted(results)}); {fix}")
         value = results[name]
-        if not isinstance(value, np.ndarray):
+        described = device.describe(value)
+        if described is None:
+            kind = "a numpy array" if device.name == HOST.name else f"an array of its device {device.name}"
             raise PluginError(f"{where} returned output {name!r} as a {type(value).__name__}, "
-                              f"not a numpy array; {fix}")
-        if shape is not None and (value.shape != tuple(shape) or value.dtype != _dtype(dtype)):
-            raise PluginError(f"{where} returned output {name!r} as {value.dtype.name}{list(value.shape)}, "
+                              f"not {kind}; {fix}")
+        got_shape, got_dtype = described
+        if shape is not None and (tuple(got_shape) != tuple(shape) or got_dtype != _dtype(dtype)):
+            raise PluginError(f"{where} returned output {name!r} as {got_dtype.name}{list(got_shape)}, "
                               f"its subgraph declares {dtype}{list(shape)}; {fix}")
 
 
@@ -332,7 +369,8 @@ def _rebuild(manifest: dict[str, Any], zf: Any, source: str) -> Executable:
                                "constants its manifest lists; recompile the model")
     constants = {str(name): arrays[f"c{i}"] for i, name in enumerate(names)}
     placements = []
-    for entry in manifest["parts"]:
+    entries = manifest["parts"]
+    for entry in entries:
         backend = get_backend(entry["backend"])
         if backend.version != entry["backend_version"]:
             raise HeteroError(
@@ -347,13 +385,21 @@ def _rebuild(manifest: dict[str, Any], zf: Any, source: str) -> Executable:
         except Exception as exc:  # noqa: BLE001 - a backend's loader failing on its own bytes
             raise PluginError(f"{source}: backend {backend.name} could not load its part "
                               f"{entry['artifact']} ({type(exc).__name__}: {exc}); recompile the model") from None
-        # Files saved before partitioned compiles lack the region keys: one part, no transfers;
-        # files saved before output checks lack the output types: names are checked only.
-        steps = tuple(TransferStep(*t) for t in entry.get("transfers_in", ()))
+        # Files saved before partitioned compiles lack the region keys: one part; files
+        # saved before output checks lack the output types: names are checked only.
         placements.append(Placement(entry["backend"], entry["backend_version"], part,
-                                    entry.get("region", ""), steps,
-                                    tuple(_value_types(entry.get("output_types", ())))))
+                                    entry.get("region", ""),
+                                    tuple(TransferStep(*t) for t in entry.get("transfers_in", ())),
+                                    tuple(_value_types(entry.get("output_types", ()))),
+                                    tuple(TransferStep(*t) for t in entry.get("transfers_out", ()))))
     interface = Interface(_value_types(manifest["inputs"]), _value_types(manifest["outputs"]))
+    if any("transfers_out" not in entry for entry in entries):
+        # Saved before devices: only copies between parts were listed, and parts moved
+        # graph inputs and outputs themselves. Plan every transfer again, from the host.
+        plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements],
+                              [name for name, _, _ in interface.outputs], HOST.name)
+        for placement, into, back in zip(placements, plan.into, plan.home):
+            placement.transfers_in, placement.transfers_out = into, back
     return Executable(manifest["name"], interface, placements, constants,
                       manifest.get("partition", {}), manifest.get("partition_report", ""),
                       [CompileFallback(*f) for f in manifest.get("fallbacks", ())])

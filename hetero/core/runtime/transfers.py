@@ -1,26 +1,27 @@
-"""Transfers at run time: copies of values between the memory spaces of backends.
+"""Transfers at run time: the copies of values between the devices of compiled parts.
 
-Every backend has its own memory space at run time; a value produced by a part on
-one backend and read by a part on another is copied once into the reader's space,
-before the first part there that reads it (later parts of that backend read the
-copy). For the CPU-memory backends a transfer is a copy into a fresh contiguous
-array, which is what a device upload costs on the host side. Graph inputs and
-outputs are not transfers here: a compiled part takes and returns host arrays, so
-it moves its own inputs and outputs across the host boundary inside ``run``.
+The plan is the partition's rule (:func:`~hetero.core.partition.transfers.find_transfers`)
+applied to the compiled parts, so the executable's steps are the partition's transfer
+nodes: a value produced by a part on one backend and read by a part on another moves
+once into the reader's backend, before the first part there that reads it (later parts
+of that backend read the copy); graph inputs come from, and graph outputs go back to,
+the ``home`` backend's memory (the fallback's: the host), the outputs right after the
+part that produced them. Constants never move: each part has its own.
+
+A step names backends; the executable performs it between their parts' devices
+(:mod:`hetero.core.runtime.device`), and a step between two backends whose parts share
+a device moves nothing, since the value is already there.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 
 @dataclass(frozen=True)
 class TransferStep:
-    """Copy ``value`` from ``src``'s memory space into ``dst``'s (both backend names)."""
+    """Copy ``value`` from ``src``'s memory into ``dst``'s (both backend names)."""
 
     value: str
     src: str
@@ -32,32 +33,38 @@ class TransferStep:
         return f"transfer {self.value} {self.src}->{self.dst}"
 
 
-def plan_transfers(parts: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> list[list[TransferStep]]:
-    """The transfers each part needs before it runs.
+@dataclass(frozen=True)
+class TransferPlan:
+    """The steps of each part, in execution order: ``into[i]`` before part ``i`` runs,
+    ``home[i]`` (its graph outputs back to the home backend) right after it."""
 
-    ``parts`` are ``(backend, input names, output names)`` in execution order; the
-    result has one list per part. A value moves once per destination backend; a
-    name no earlier part produces is a graph input or constant and does not move.
+    into: tuple[tuple[TransferStep, ...], ...]
+    home: tuple[tuple[TransferStep, ...], ...]
+
+
+def plan_transfers(parts: Sequence[tuple[str, Sequence[str], Sequence[str]]],
+                   graph_outputs: Collection[str], home: str) -> TransferPlan:
+    """The transfers of ``parts``, ``(backend, input names, output names)`` in execution
+    order, for a graph whose outputs are ``graph_outputs``, its inputs and outputs in
+    backend ``home``'s memory.
+
+    A value moves once per destination backend; a name no earlier part produces is a
+    graph input and comes from ``home``.
     """
+    outputs = set(graph_outputs)
     where: dict[str, str] = {}
     moved: set[tuple[str, str]] = set()
-    plan: list[list[TransferStep]] = []
-    for backend, inputs, outputs in parts:
-        steps = []
-        for name in inputs:
-            src = where.get(name)
-            if src is None or src == backend or (name, backend) in moved:
-                continue
-            moved.add((name, backend))
-            steps.append(TransferStep(name, src, backend))
-        plan.append(steps)
-        for name in outputs:
-            where[name] = backend
-    return plan
+    into: list[tuple[TransferStep, ...]] = []
+    back: list[tuple[TransferStep, ...]] = []
 
+    def move(name: str, src: str, dst: str) -> list[TransferStep]:
+        if src == dst or (name, dst) in moved:
+            return []
+        moved.add((name, dst))
+        return [TransferStep(name, src, dst)]
 
-def perform(step: TransferStep, spaces: Mapping[str, MutableMapping[str, np.ndarray]]) -> float:
-    """Copy ``step.value`` from ``spaces[step.src]`` into ``spaces[step.dst]``; return seconds."""
-    start = time.perf_counter()
-    spaces[step.dst][step.value] = np.array(spaces[step.src][step.value], order="C", copy=True)
-    return time.perf_counter() - start
+    for backend, inputs, produced in parts:
+        into.append(tuple(s for name in inputs for s in move(name, where.get(name, home), backend)))
+        where.update(dict.fromkeys(produced, backend))
+        back.append(tuple(s for name in produced if name in outputs for s in move(name, backend, home)))
+    return TransferPlan(tuple(into), tuple(back))

@@ -3,6 +3,14 @@
 :class:`LlvmCpuPart` is what :meth:`~hetero.plugins.llvm_cpu.backend.LlvmCpuBackend.compile`
 returns. Its artifact holds each kernel's host machine code, so a saved executable loads
 without compiling.
+
+Intermediates live in one arena: when a part is built (compiled or loaded: the plan is
+recomputed from the steps, not saved) it plans its steps' values with
+:mod:`hetero.core.memory` (:attr:`LlvmCpuPart.memory_plan`), and each run allocates
+the arena once and hands every kernel views into it. A run's own arena makes runs
+from several threads safe. The part's outputs, and the values they are views of, are
+allocated apart, so what ``run`` returns never shares memory with anything a later
+run writes.
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.opdef import index_problem
+from hetero.core.memory import MemoryPlan, StepUse, analyze_step_liveness, plan_arena
 from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.core.runtime.device import HOST
 from hetero.errors import CodegenError, DamagedFileError, InputError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
 from hetero.plugins.llvm_cpu.target import host_cpu
@@ -37,8 +47,16 @@ class Step:
     view: tuple[int, ...] | None = None
 
 
+#: Where a kernel's output goes: its arena offset (None: allocated apart), shape and dtype.
+_Slot = tuple[int | None, tuple[int, ...], np.dtype]
+
+#: Arena offsets are multiples of this, and so is the arena's address: a cache line.
+ALIGNMENT = 64
+
+
 class LlvmCpuPart:
-    """Compiled kernels run in order, with the subgraph's constants bound."""
+    """Compiled kernels run in order, with the subgraph's constants bound and the
+    intermediates in one planned arena (:attr:`memory_plan`)."""
 
     def __init__(self, inputs: tuple[str, ...], outputs: tuple[str, ...], steps: list[Step],
                  constants: dict[str, np.ndarray], aliases: dict[str, str]) -> None:
@@ -48,35 +66,46 @@ class LlvmCpuPart:
         self.constants = constants
         self.aliases = aliases  # graph outputs that are inputs or constants, by name
         self.last_profile: list[tuple[str, float]] = []
+        self.memory_plan, self._slots = _plan(steps, outputs)
+
+    @property
+    def kernel_count(self) -> int:
+        """How many kernels a run launches (view steps launch none)."""
+        return sum(step.kernel is not None for step in self.steps)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env = self._execute(inputs)
+        env = self._execute(inputs, planned=True)
         return {name: env[self.aliases.get(name, name)] for name in self.outputs}
 
     def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every value a kernel writes (each step's outputs: fused groups expose their
-        last node's), and the part's outputs, by name."""
-        env = self._execute(inputs)
+        last node's), and the part's outputs, by name. Each is allocated apart, since
+        values that share the arena overwrite each other."""
+        env = self._execute(inputs, planned=False)
         values = {name: env[name] for step in self.steps for name in step.outputs}
         values.update((name, env[self.aliases.get(name, name)]) for name in self.outputs)
         return values
 
-    def _execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _execute(self, inputs: Mapping[str, np.ndarray], planned: bool) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.constants)
         env.update({n: np.asarray(inputs[n], order="C") for n in self.inputs})
+        arena = _arena(self.memory_plan.arena_bytes) if planned else None
         profile = []
-        for step in self.steps:
+        for step, slots in zip(self.steps, self._slots):
             if step.kernel is None:
                 env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
                 continue
-            outs = [np.empty(b.shape, b.dtype) for b in step.kernel.outputs]
+            outs = [HOST.allocate(shape, dtype) if offset is None or arena is None
+                    else arena[offset:offset + _nbytes(shape, dtype)].view(dtype).reshape(shape)
+                    for offset, shape, dtype in slots]
             start = time.perf_counter()
             for value, axis, size, wraps in step.checks:
                 problem = index_problem(env[value], axis, size, wraps)
                 if problem is not None:
                     raise InputError(f"{step.name}: {value}: {problem}")
             # Inputs were checked against the interface and made C-contiguous above;
-            # each step's outputs are fresh arrays of its buffers' types.
+            # each step's outputs are arrays of its buffers' types that no operand of
+            # the step overlaps (the plan keeps a step's operands and results apart).
             step.kernel.launch([*(env[n] for n in step.inputs), *outs])
             profile.append((step.name, time.perf_counter() - start))
             env.update(zip(step.outputs, outs))
@@ -134,6 +163,39 @@ class LlvmCpuPart:
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
                                        f"({type(exc).__name__}: {exc}); recompile the model") from None
+
+
+def _plan(steps: list[Step], outputs: tuple[str, ...]) -> tuple[MemoryPlan, list[list[_Slot]]]:
+    """The arena plan of ``steps``' intermediates and, per step, where each kernel
+    output goes: the arena for all but the part's outputs and the values they view."""
+    types = {name: (tuple(b.shape), np.dtype(b.dtype)) for step in steps if step.kernel is not None
+             for name, b in zip(step.outputs, step.kernel.outputs)}
+    viewed = {step.outputs[0]: step.inputs[0] for step in steps if step.kernel is None}
+    apart = set()
+    for name in outputs:
+        while name in viewed:
+            name = viewed[name]
+        apart.add(name)
+    liveness = analyze_step_liveness(
+        "llvm_cpu part", [StepUse(s.name, s.inputs, s.outputs, s.kernel is None) for s in steps],
+        {name: _nbytes(*t) for name, t in types.items()})
+    plan = plan_arena(liveness, [iv for iv in liveness.intervals if iv.name not in apart],
+                      space="host", alignment=ALIGNMENT)
+    offsets = {a.name: a.offset for a in plan.allocations}
+    slots = [[(offsets.get(name), *types[name]) for name in step.outputs] if step.kernel is not None else []
+             for step in steps]
+    return plan, slots
+
+
+def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _arena(nbytes: int) -> np.ndarray:
+    """``nbytes`` uninitialised bytes on the host, starting at a multiple of :data:`ALIGNMENT`."""
+    raw = HOST.allocate((nbytes + ALIGNMENT,), np.dtype(np.uint8))
+    skip = -raw.ctypes.data % ALIGNMENT
+    return raw[skip:skip + nbytes]
 
 
 def _check(saved: list[Any]) -> tuple[str, int, int | tuple[int, ...], bool]:

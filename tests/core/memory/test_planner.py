@@ -250,8 +250,7 @@ def lifetimes(draw: st.DrawFn) -> tuple[int, list[LiveInterval]]:
 @given(lifetimes(), st.sampled_from([1, 16, 64]))
 def test_the_indexed_placement_plans_exactly_what_the_direct_heuristics_do(case, alignment) -> None:
     steps, intervals = case
-    node = chain(1, 1).nodes[0]
-    liveness = Liveness("g", tuple((node,) for _ in range(steps)), tuple(intervals))
+    liveness = Liveness("g", tuple(f"s{i}" for i in range(steps)), tuple(intervals))
     plan = plan_arena(liveness, intervals, alignment=alignment)
     arena, offsets = _reference_plan(intervals, steps, alignment)
     assert plan.arena_bytes == arena
