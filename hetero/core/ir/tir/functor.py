@@ -42,21 +42,24 @@ R = TypeVar("R")
 _N = TypeVar("_N")
 
 
-_DISPATCH: dict[tuple[type, type], str | None] = {}
+_DISPATCH: dict[tuple[type, type], Callable[..., Any]] = {}
 
 
-def _method(functor: object, node: object, kind: str) -> Callable[..., Any]:
-    """The bound ``visit_<Class>`` of ``functor`` for ``node``, searched along its MRO."""
+def visit_method(functor: object, node: object, kind: str = "node") -> Callable[..., Any]:
+    """The function ``visit_<Class>`` of ``functor``'s class for ``node``, looked up along
+    the node's class hierarchy (call it as ``method(functor, node, ...)``); a TypeError
+    naming both classes where there is none. Cached per pair of classes."""
     key = (type(functor), type(node))
-    if key not in _DISPATCH:
-        _DISPATCH[key] = next((f"visit_{c.__name__}" for c in type(node).__mro__
-                               if hasattr(functor, f"visit_{c.__name__}")), None)
-    name = _DISPATCH[key]
-    if name is None:
-        cls = type(node).__name__
-        raise TypeError(f"{type(functor).__name__} has no visit_{cls}: {cls} is not a "
-                        f"tensor-IR {kind} it knows (add a visit_{cls} method)")
-    return getattr(functor, name)  # type: ignore[no-any-return]
+    method = _DISPATCH.get(key)
+    if method is None:
+        found = next((getattr(type(functor), f"visit_{c.__name__}") for c in type(node).__mro__
+                      if hasattr(type(functor), f"visit_{c.__name__}")), None)
+        if found is None:
+            cls = type(node).__name__
+            raise TypeError(f"{type(functor).__name__} has no visit_{cls}: {cls} is not a "
+                            f"tensor-IR {kind} it knows (add a visit_{cls} method)")
+        method = _DISPATCH[key] = found
+    return method
 
 
 class ExprFunctor(Generic[R]):
@@ -64,7 +67,8 @@ class ExprFunctor(Generic[R]):
     Extra arguments (a printer's precedence, an emitter's builder) pass through."""
 
     def visit_expr(self, e: Expr, *args: Any) -> R:
-        return _method(self, e, "expression")(e, *args)  # type: ignore[no-any-return]
+        method = _DISPATCH.get((type(self), type(e))) or visit_method(self, e, "expression")
+        return method(self, e, *args)  # type: ignore[no-any-return]
 
 
 class StmtFunctor(Generic[R]):
@@ -72,7 +76,8 @@ class StmtFunctor(Generic[R]):
     Extra arguments (a printer's indent) pass through."""
 
     def visit_stmt(self, s: Stmt, *args: Any) -> R:
-        return _method(self, s, "statement")(s, *args)  # type: ignore[no-any-return]
+        method = _DISPATCH.get((type(self), type(s))) or visit_method(self, s, "statement")
+        return method(self, s, *args)  # type: ignore[no-any-return]
 
 
 class ExprVisitor(ExprFunctor[None]):
@@ -155,15 +160,10 @@ class StmtExprVisitor(StmtVisitor, ExprVisitor):
     visit_expr = ExprVisitor.visit_expr
 
 
-def _rebuilt(node: _N, **children: Any) -> _N:
-    """``node`` with ``children`` replaced, or ``node`` itself when none changed (``is``)."""
-    for name, new in children.items():
-        old = getattr(node, name)
-        same = (all(n is o for n, o in zip(new, old)) and len(new) == len(old)
-                if isinstance(new, tuple) else new is old)
-        if not same:
-            return dataclasses.replace(node, **children)  # type: ignore[type-var]
-    return node
+def _mapped(fn: Callable[[_N], _N], items: tuple[_N, ...]) -> tuple[_N, ...] | None:
+    """``items`` mapped by ``fn``, or None when every item came back unchanged (``is``)."""
+    new = tuple(fn(x) for x in items)
+    return None if all(n is o for n, o in zip(new, items)) else new
 
 
 class ExprMutator(ExprFunctor[Expr]):
@@ -175,28 +175,37 @@ class ExprMutator(ExprFunctor[Expr]):
     visit_Const = visit_Var
 
     def visit_Binary(self, e: Any) -> Expr:
-        return _rebuilt(e, a=self.visit_expr(e.a), b=self.visit_expr(e.b))  # type: ignore[no-any-return]
+        a, b = self.visit_expr(e.a), self.visit_expr(e.b)
+        return e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)  # type: ignore[no-any-return]
 
     visit_Compare = visit_Binary
     visit_Logical = visit_Binary
 
     def visit_Not(self, e: Any) -> Expr:
-        return _rebuilt(e, a=self.visit_expr(e.a))  # type: ignore[no-any-return]
+        a = self.visit_expr(e.a)
+        return e if a is e.a else dataclasses.replace(e, a=a)  # type: ignore[no-any-return]
 
     visit_Cast = visit_Not
 
     def visit_Select(self, e: Any) -> Expr:
-        return _rebuilt(e, cond=self.visit_expr(e.cond), a=self.visit_expr(e.a),  # type: ignore[no-any-return]
-                        b=self.visit_expr(e.b))
+        c, a, b = self.visit_expr(e.cond), self.visit_expr(e.a), self.visit_expr(e.b)
+        if c is e.cond and a is e.a and b is e.b:
+            return e  # type: ignore[no-any-return]
+        return dataclasses.replace(e, cond=c, a=a, b=b)  # type: ignore[no-any-return]
 
     def visit_Load(self, e: Any) -> Expr:
-        return _rebuilt(e, indices=tuple(self.visit_expr(i) for i in e.indices))  # type: ignore[no-any-return]
+        indices = _mapped(self.visit_expr, e.indices)
+        return e if indices is None else dataclasses.replace(e, indices=indices)  # type: ignore[no-any-return]
 
     def visit_Call(self, e: Any) -> Expr:
-        return _rebuilt(e, args=tuple(self.visit_expr(a) for a in e.args))  # type: ignore[no-any-return]
+        args = _mapped(self.visit_expr, e.args)
+        return e if args is None else dataclasses.replace(e, args=args)  # type: ignore[no-any-return]
 
     def visit_Reduce(self, e: Any) -> Expr:
-        return _rebuilt(e, source=self.visit_expr(e.source), init=self.visit_expr(e.init))  # type: ignore[no-any-return]
+        source, init = self.visit_expr(e.source), self.visit_expr(e.init)
+        if source is e.source and init is e.init:
+            return e  # type: ignore[no-any-return]
+        return dataclasses.replace(e, source=source, init=init)  # type: ignore[no-any-return]
 
 
 class StmtMutator(StmtFunctor[Stmt]):
@@ -208,28 +217,36 @@ class StmtMutator(StmtFunctor[Stmt]):
         return e
 
     def visit_Store(self, s: Any) -> Stmt:
-        return _rebuilt(s, indices=tuple(self.visit_expr(i) for i in s.indices),  # type: ignore[no-any-return]
-                        value=self.visit_expr(s.value))
+        indices, value = _mapped(self.visit_expr, s.indices), self.visit_expr(s.value)
+        if indices is None and value is s.value:
+            return s  # type: ignore[no-any-return]
+        return dataclasses.replace(s, indices=s.indices if indices is None else indices,  # type: ignore[no-any-return]
+                                   value=value)
 
     def visit_For(self, s: Any) -> Stmt:
-        return _rebuilt(s, body=self.visit_stmt(s.body))  # type: ignore[no-any-return]
+        body = self.visit_stmt(s.body)
+        return s if body is s.body else dataclasses.replace(s, body=body)  # type: ignore[no-any-return]
 
     visit_Allocate = visit_For
     visit_Block = visit_For
 
     def visit_Seq(self, s: Any) -> Stmt:
-        return _rebuilt(s, stmts=tuple(self.visit_stmt(p) for p in s.stmts))  # type: ignore[no-any-return]
+        stmts = _mapped(self.visit_stmt, s.stmts)
+        return s if stmts is None else dataclasses.replace(s, stmts=stmts)  # type: ignore[no-any-return]
 
     def visit_IfThenElse(self, s: Any) -> Stmt:
+        cond, then = self.visit_expr(s.cond), self.visit_stmt(s.then)
         otherwise = None if s.otherwise is None else self.visit_stmt(s.otherwise)
-        return _rebuilt(s, cond=self.visit_expr(s.cond), then=self.visit_stmt(s.then),  # type: ignore[no-any-return]
-                        otherwise=otherwise)
+        if cond is s.cond and then is s.then and otherwise is s.otherwise:
+            return s  # type: ignore[no-any-return]
+        return dataclasses.replace(s, cond=cond, then=then, otherwise=otherwise)  # type: ignore[no-any-return]
 
     def visit_Barrier(self, s: Any) -> Stmt:
         return s  # type: ignore[no-any-return]
 
     def visit_Evaluate(self, s: Any) -> Stmt:
-        return _rebuilt(s, call=self.visit_expr(s.call))  # type: ignore[no-any-return]
+        call = self.visit_expr(s.call)
+        return s if call is s.call else dataclasses.replace(s, call=call)  # type: ignore[no-any-return]
 
 
 class StmtExprMutator(StmtMutator, ExprMutator):

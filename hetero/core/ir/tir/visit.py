@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from hetero.core.ir.tir.expr import Expr, Var
-from hetero.core.ir.tir.functor import ExprMutator, StmtMutator
+from hetero.core.ir.tir.functor import ExprMutator, StmtMutator, visit_method
 from hetero.core.ir.tir.stmt import Stmt
 
 ExprFn = Callable[[Expr], Expr | None]
@@ -19,7 +19,9 @@ class _ExprFnMutator(ExprMutator):
         self.fn = fn
 
     def visit_expr(self, e: Expr) -> Expr:
-        rebuilt = super().visit_expr(e)
+        # The dispatch inline, not through super(): one Python frame fewer a level of
+        # the tree, so deep expressions stay within the recursion limit.
+        rebuilt = visit_method(self, e, "expression")(self, e)
         result = self.fn(rebuilt)
         return rebuilt if result is None else result
 
