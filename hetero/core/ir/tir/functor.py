@@ -16,7 +16,8 @@ interpreter, every renderer), in the manner of TVM's ``ExprFunctor``/``StmtFunct
 
 A method is looked up along the node's class hierarchy, so a subclass of ``Binary``
 falls back to ``visit_Binary`` (and a functor may define ``visit_Expr`` or ``visit_Stmt``
-as a catch-all). ``Reduce`` (compute.py) is an expression like any other.
+as a catch-all); :func:`visit_method` gives that method, for a functor that dispatches
+itself. ``Reduce`` (compute.py) is an expression like any other.
 
 Example, counting loads::
 

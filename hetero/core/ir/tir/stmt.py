@@ -151,7 +151,8 @@ class Block(Stmt):
 class Barrier(Stmt):
     """Every thread sharing memory of ``scope`` waits here until all have arrived, and
     their writes to it before the barrier are seen by their reads after it
-    (``__syncthreads()`` for ``"shared"``). A sequential run needs no wait."""
+    (``__syncthreads()`` for ``"shared"``). Every thread of a group must reach it as
+    often as the others: not under a branch only some of them take."""
 
     scope: str
 

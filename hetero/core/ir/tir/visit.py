@@ -1,4 +1,6 @@
-"""Generic rewriting of tensor-IR trees: map expressions and statements bottom-up."""
+"""Generic rewriting of tensor-IR trees: map expressions and statements bottom-up with a
+function, as thin uses of the mutators of :mod:`~hetero.core.ir.tir.functor` (a pass
+with state of its own subclasses those instead)."""
 
 from __future__ import annotations
 
