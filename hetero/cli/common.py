@@ -59,6 +59,9 @@ def add_placement_arguments(parser: argparse.ArgumentParser, extra: str = "") ->
                         help="first target that takes a node, or least estimated time (default priority)")
     parser.add_argument("--override", action="append", default=[], metavar="NODE_OR_OP=BACKEND",
                         help="pin a node (by name) or every node of an op type to a backend")
+    parser.add_argument("-O", "--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="a backend's compile option (e.g. npu_sram_kib=64; `hetero plugins BACKEND` "
+                             "lists them); goes to the targets that declare it")
 
 
 def add_quantize_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,7 +115,7 @@ def session(args: argparse.Namespace, graph: Any, **options: Any) -> Any:
     from hetero.core.compiler import Session
 
     return Session(target_names(args), strict=getattr(args, "strict", False), **placement(args),
-                   **quantize_options(args, graph), options=options)
+                   **quantize_options(args, graph), options={**backend_options(args), **options})
 
 
 def prepared(args: argparse.Namespace, graph: Any) -> Any:
@@ -123,6 +126,31 @@ def prepared(args: argparse.Namespace, graph: Any) -> Any:
     options = quantize_options(args, graph)
     return prepare_for_targets(graph, [], None, options.get("quantize"),  # type: ignore[arg-type]
                                options.get("calibration_method", "minmax"))  # type: ignore[arg-type]
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, object]:
+    """The --option NAME=VALUE items as compile options: ``true``/``false`` are booleans,
+    integers and decimals numbers, anything else a string."""
+    options: dict[str, object] = {}
+    for item in getattr(args, "option", ()):
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--option {item!r}: write NAME=VALUE (e.g. npu_sram_kib=64)")
+        options[name] = _option_value(text)
+    return options
+
+
+def _option_value(text: str) -> object:
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def placement(args: argparse.Namespace) -> dict[str, object]:

@@ -11,6 +11,7 @@ from hetero.cli.common import (
     UsageError,
     add_model_arguments,
     add_placement_arguments,
+    backend_options,
     check_writable,
     import_graph,
     load_graph,
@@ -134,7 +135,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     output = args.output or f"{Path(resolve_model(args.model)).stem}.hetero"
     check_writable(output, "-o/--output")
     start = time.perf_counter()
-    options = {"aot": args.aot} if args.aot else {}
+    options = {**backend_options(args), **({"aot": args.aot} if args.aot else {})}
     graph = load_graph(args)
     exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
                          strict=args.strict, **placement(args), **quantize_options(args, graph), **options)

@@ -14,6 +14,7 @@ from hetero.cli.common import (
     add_input_arguments,
     add_model_arguments,
     add_placement_arguments,
+    backend_options,
     check_writable,
     import_graph,
     load_graph,
@@ -139,7 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         timeline = {"npu_timeline": True} if args.timeline else {}
         exe = hetero.compile(graph, targets=target_names(args), passes=[], strict=args.strict,
-                             **placement(args), **quantize_options(args, graph), **timeline)
+                             **placement(args), **quantize_options(args, graph), **backend_options(args),
+                             **timeline)
         report["compile_s"] = time.perf_counter() - start
         report["executor"] = args.targets
 
@@ -166,7 +168,7 @@ def _run_staged(args: argparse.Namespace, model: Any, declared: list, report: di
     exe = hetero.compile(model, targets=target_names(args), passes=[] if args.no_optimize else None,
                          strict=args.strict, input_shapes=parse_shapes(args.input_shape) or None,
                          input_values=parse_values(args.input_value) or None, **placement(args),
-                         **quantize_options(args, interface))
+                         **quantize_options(args, interface), **backend_options(args))
     report["compile_s"] = time.perf_counter() - start
     report["executor"] = f"{args.targets}, in stages (data-dependent shapes or control flow)"
     inputs = make_inputs(interface, args)
@@ -227,6 +229,7 @@ _COMPILE_OPTIONS = (
     ("--calibrate", "calibrate", 8), ("--calibration-data", "calibration_data", None),
     ("--calibration-method", "calibration_method", "minmax"), ("--no-optimize", "no_optimize", False),
     ("--input-shape", "input_shape", []), ("--input-value", "input_value", []), ("--max-elements", "max_elements", None),
+    ("--option", "option", []),
 )
 
 

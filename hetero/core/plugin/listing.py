@@ -21,11 +21,16 @@ from hetero.errors import UnknownBackendError
 
 
 def declarations(backend: Backend) -> dict[str, Any]:
-    """A backend's declarations as JSON-ready data: name, version, device, ops, patterns, memory."""
+    """A backend's declarations as JSON-ready data: name, version, device, whether it takes
+    every op (can be the fallback), its compile options, ops, patterns, memory."""
     return {
         "name": backend.name,
         "version": backend.version,
         "device_kind": backend.device_kind,
+        "takes_every_op": bool(backend.takes_every_op),
+        "options": [{"name": o.name, "help": o.help, "default": _plain(o.default),
+                     "types": [t.__name__ for t in o.types], "choices": [_plain(c) for c in o.choices]}
+                    for o in backend.options],
         "peak_gflops": float(backend.peak_gflops),
         "ops": sorted(backend.supported_ops),
         "patterns": [{"name": p.name, "pattern": repr(p.pattern)} for p in backend.patterns],
@@ -156,8 +161,16 @@ def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
         f"backend       {name} {backend['version']} ({backend['device_kind']})",
         f"plugin        {listing.provided_by[name].label}",
         f"peak          {backend['peak_gflops']:g} GFLOP/s",
-        f"ops ({len(ops)})".ljust(14) + ", ".join(ops),
+        f"ops ({len(ops)})".ljust(14) + ("every canonical op (it can be the fallback)"
+                                         if backend.get("takes_every_op") else ", ".join(ops)),
     ]
+    if backend.get("options"):
+        lines.append("options (hetero.compile keywords)")
+        for o in backend["options"]:
+            kinds = " or ".join(o["types"]) or "any"
+            also = f", one of {o['choices']}" if o["choices"] else ""
+            default = f", default {o['default']!r}" if o["default"] is not None else ""
+            lines.append(f"  {o['name']} ({kinds}{also}{default}): {o['help']}")
     if backend["patterns"]:
         lines.append("patterns")
         lines += [f"  {p['name']}: {p['pattern']}" for p in backend["patterns"]]
@@ -166,6 +179,11 @@ def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
         lines.append("memory")
         lines += ["  " + line for line in str(memory).splitlines()]
     return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """A default or choice as JSON data: as it is when plain, else its repr."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def _listing(plugins: PluginSet | PluginListing) -> PluginListing:
