@@ -22,7 +22,7 @@ does not stop the comparison of the others.
 
 Within a region, errors are charged per node where the backend exposes its
 intermediates: a compiled part with a ``run_intermediates(inputs)`` method (see
-:class:`~hetero.core.plugin.backend.CompiledPart`) returns every value it
+:class:`~hetero.core.plugin.capabilities.RunsIntermediates`) returns every value it
 materialises, and each one the reference also computed is compared, labelled with
 the node that produced it. The first of them beyond tolerance is where the region
 goes wrong (a fused group materialises only its last node's output, so the error
@@ -40,6 +40,8 @@ import numpy as np
 
 from hetero.core import progress
 from hetero.core.ir.graph import Graph
+from hetero.core.plugin.capabilities import RunsIntermediates, device_of
+from hetero.core.runtime.device import run_from_host
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import PartitionError
 
@@ -121,8 +123,8 @@ def compare_regions(
         feed = {v.name: reference[v.name] for v in sub.inputs}
         try:
             part = backends[region.backend].compile(sub, dict(options or {}))
-            traced = getattr(part, "run_intermediates", None)
-            got = dict(traced(feed) if callable(traced) else part.run(feed))
+            run = part.run_intermediates if isinstance(part, RunsIntermediates) else part.run
+            got = run_from_host(run, device_of(part), feed)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is reported as that region's result
             results.append(RegionComparison(region.name, region.backend, len(region.nodes), (),
                                             f"{type(exc).__name__}: {exc}"))

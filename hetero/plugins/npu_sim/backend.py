@@ -22,6 +22,7 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.plugin.backend import Backend, Support
+from hetero.core.runtime.device import NumpyDevice
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc
@@ -42,12 +43,17 @@ _WINDOW_OPS = {"QConv", "QAveragePool", "MaxPool"}
 class NpuPart:
     """A compiled npu_sim region: ``run`` simulates its program; ``last_stats`` keeps the last run's cost.
 
+    Its values live on its ``device``, the simulated NPU's DRAM: numpy arrays, but a
+    memory of their own, so the executable copies values in and out as on the device.
+
     ``work`` maps the region's node names (the instructions' tags) to what each
     asks of the machine (:func:`~hetero.plugins.npu_sim.report.layer_work`), for the report. With ``record_timeline`` set (the ``npu_timeline`` option) each run
     also records every instruction's place in the schedule, which :meth:`report`
     breaks down per layer and :meth:`timeline_html` draws; plain runs skip that
     bookkeeping.
     """
+
+    device = NumpyDevice("npu_sim")
 
     def __init__(self, program: Program, config: NpuConfig, locs: Mapping[str, Loc],
                  work: Mapping[str, LayerWork] | None = None, *, record_timeline: bool = False) -> None:
