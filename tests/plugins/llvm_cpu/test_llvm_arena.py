@@ -1,0 +1,125 @@
+"""llvm_cpu's intermediates in one planned arena: the peak a run allocates is the plan's,
+the numbers are unchanged, and what a run returns never shares memory with the arena.
+
+The peak is measured with tracemalloc (numpy reports its allocations to it) over one
+``Executable.run`` after a warm-up run, the inputs made before tracing starts. It is
+compared with ``memory_plan.arena_bytes`` plus the bytes of the outputs, which the part
+allocates apart: the measured peak must be at least the arena and at most 1.05 times
+that sum (the rest is Python's own bookkeeping). Before the arena every step allocated
+its outputs with ``np.empty`` and kept them to the end of the run: the naive sum.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import onnx
+import pytest
+
+import hetero
+from hetero.core.frontend.onnx import randomize_weights
+from hetero.core.ir import Graph, GraphBuilder
+from hetero.plugins.llvm_cpu.part import ALIGNMENT, LlvmCpuPart
+from models import light_model_path
+from oracle import run_model
+
+
+def compiled_light(name: str) -> tuple[onnx.ModelProto, Graph, hetero.Executable]:
+    model = randomize_weights(onnx.load(light_model_path(name)), seed=0)
+    graph = hetero.optimize(hetero.load_onnx(model))
+    return model, graph, hetero.compile(graph, targets=["llvm_cpu"], passes=[])
+
+
+def traced_peak(exe: hetero.Executable, feeds: dict[str, np.ndarray]) -> tuple[int, dict[str, np.ndarray]]:
+    """The most bytes traced at once during one run (after a warm-up run), and its outputs."""
+    exe.run(feeds)
+    tracemalloc.start()
+    try:
+        outputs = exe.run(feeds)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak, outputs
+
+
+def check_light_model(name: str) -> None:
+    model, graph, exe = compiled_light(name)
+    (placement,) = exe.placements
+    plan = placement.part.memory_plan
+    assert plan.arena_bytes < plan.naive_bytes / 2, plan.summary()
+    x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)
+    feeds = {graph.inputs[0].name: x}
+    peak, outputs = traced_peak(exe, feeds)
+    budget = plan.arena_bytes + sum(a.nbytes for a in outputs.values())
+    assert plan.arena_bytes <= peak <= 1.05 * budget, (peak, plan.summary())
+    ours = outputs[graph.outputs[0].name]
+    theirs = run_model(model, feeds)[0]
+    scale = float(np.abs(theirs).max())
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4 * scale)
+
+
+def test_squeezenet_runs_in_its_planned_arena_and_matches_onnxruntime() -> None:
+    check_light_model("squeezenet")
+
+
+@pytest.mark.slow
+def test_resnet50_runs_in_its_planned_arena_and_matches_onnxruntime() -> None:
+    check_light_model("resnet50")
+
+
+def reused_graph() -> Graph:
+    """a = Relu(x) reshaped to an output, while later steps reuse the arena: a, and the
+    view of it that is returned, must not be overwritten by exp, neg and their sum."""
+    b = GraphBuilder("reuse")
+    x = b.input("x", (4, 64))
+    a = b.Relu(x, name="a")
+    flat = b.Reshape(a, shape=(256,), name="flat")
+    e = b.Exp(b.Sin(x, name="s"), name="e")
+    n = b.Neg(b.Cos(e, name="c"), name="n")
+    b.output(flat, b.Add(n, b.Tanh(e, name="t"), name="out"))
+    return b.build()
+
+
+def test_outputs_never_share_memory_with_the_arena_or_a_later_run() -> None:
+    graph = reused_graph()
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[])
+    (placement,) = exe.placements
+    part = placement.part
+    assert isinstance(part, LlvmCpuPart)
+    # Every intermediate the part does not return has its place in the arena.
+    planned = {a.name for a in part.memory_plan.allocations}
+    assert planned and not planned & {"a", "out"}
+    assert all(a.offset % ALIGNMENT == 0 for a in part.memory_plan.allocations)
+    rng = np.random.default_rng(0)
+    first_in, second_in = ({"x": rng.standard_normal((4, 64)).astype(np.float32)} for _ in range(2))
+    first = exe.run(first_in)
+    kept = {name: array.copy() for name, array in first.items()}
+    second = exe.run(second_in)
+    for inputs, got in ((first_in, first), (second_in, second)):
+        want = hetero.run_reference(graph, inputs)
+        for name in ("flat", "out"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    for name, array in first.items():
+        np.testing.assert_array_equal(array, kept[name])
+        assert not np.shares_memory(array, second[name])
+
+
+def test_run_intermediates_gives_every_value_right_though_they_share_the_arena_in_a_run() -> None:
+    graph = reused_graph()
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[])
+    part = exe.placements[0].part
+    inputs = {"x": np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32)}
+    want = hetero.run_reference(graph, inputs, keep=True)
+    got = part.run_intermediates(inputs)
+    shared = {a.name for a in part.memory_plan.allocations} & set(got)
+    assert len(shared) >= 2
+    for name in got:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_loaded_part_plans_the_same_arena() -> None:
+    exe = hetero.compile(reused_graph(), targets=["llvm_cpu"], passes=[])
+    part = exe.placements[0].part
+    again = LlvmCpuPart.from_artifact(part.artifact)
+    assert again.memory_plan == part.memory_plan
