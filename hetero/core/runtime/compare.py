@@ -7,7 +7,7 @@ region therefore sees exactly the inputs it would see if all regions before it w
 exact, so an error is charged to the region that makes it, not to the first region
 downstream that happens to amplify it::
 
-    part = partition_graph(graph, [get_backend("npu_sim"), get_backend("llvm_cpu")])
+    part = Session(targets).partition(graph)
     results = compare_regions(graph, part, inputs)
     print(format_comparison(results))
     bad = first_beyond(results)      # None when every region is within tolerance
@@ -104,12 +104,11 @@ def compare_regions(
     inputs: Mapping[str, Any],
     rtol: float = 1e-3,
     atol: float = 1e-4,
-    options: Mapping[str, Any] | None = None,
 ) -> list[RegionComparison]:
     """Compare every region of ``partition`` (a partition of ``graph``) with the reference.
 
-    ``inputs`` are the graph inputs by name; ``options`` go to each backend's
-    ``compile``. Returns one :class:`RegionComparison` per region, in execution order.
+    ``inputs`` are the graph inputs by name; each region compiles for its backend's
+    target as the partition planned it (its options bound there). Returns one :class:`RegionComparison` per region, in execution order.
     """
     if partition.graph is not graph:
         raise PartitionError(f"the partition is of graph {partition.graph.name}, not of the graph "
@@ -122,7 +121,7 @@ def compare_regions(
         sub = partition.subgraph(region)
         feed = {v.name: reference[v.name] for v in sub.inputs}
         try:
-            part = backends[region.backend].compile(sub, dict(options or {}))
+            part = backends[region.backend].compile(sub)
             run = part.run_intermediates if isinstance(part, RunsIntermediates) else part.run
             got = run_from_host(run, device_of(part), feed)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is reported as that region's result

@@ -18,8 +18,10 @@ from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
+from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
@@ -56,28 +58,50 @@ def _peak_gflops() -> float:
     return (os.cpu_count() or 1) * 2 * lanes * fma * 3.0
 
 
+#: The compile options llvm_cpu reads.
+OPTIONS = (
+    Option("num_threads", "threads each kernel runs on (default: every core of the host)", types=(int,)),
+    Option("aot", "with a dump folder, also write each kernel's object file and assembly for this "
+                  "TRIPLE[:CPU] (e.g. aarch64-unknown-linux-gnu:cortex-a76)", types=(str,)),
+)
+
+
 class LlvmCpuBackend(Backend):
-    """The host CPU through LLVM: the fallback that takes every canonical op."""
+    """The host CPU through LLVM: it takes every canonical op, so it can be the fallback."""
 
     name = "llvm_cpu"
     version = VERSION
     device_kind = "cpu"
+    options = OPTIONS
+    takes_every_op = True
 
     def __init__(self) -> None:
         self.memory = _host_memory()
         self.peak_gflops = _peak_gflops()
         self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
 
-    def supports(self, node: Node) -> Support:
+    def declare(self, options: Mapping[str, Any]) -> Declarations:
+        """The host, whatever the options; refuses a thread count below one and a
+        malformed ``aot`` target."""
+        threads = options["num_threads"]
+        if threads is not None and threads < 1:
+            raise OptionError(f"llvm_cpu: num_threads must be at least 1, got {threads}")
+        aot = options["aot"]
+        if aot is not None and not aot.partition(":")[0]:
+            raise OptionError(f"llvm_cpu: aot takes TRIPLE or TRIPLE:CPU (e.g. x86_64-unknown-linux-gnu), "
+                              f"got {aot!r}")
+        return super().declare(options)
+
+    def supports(self, node: Node, target: Target) -> Support:
         if node.op not in self.supported_ops:
             return Support.no(f"llvm_cpu has no lowering for {node.op}")
         if any(v.type.size == 0 for v in node.outputs):
             return Support.no(f"{node.name} produces an empty tensor; llvm_cpu needs at least one element")
         return Support.yes()
 
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> LlvmCpuPart:
-        threads = int(options.get("num_threads") or os.cpu_count() or 1)
-        dump = Path(options["dump_dir"]) if options.get("dump_dir") else None
+    def compile(self, subgraph: Graph, target: Target) -> LlvmCpuPart:
+        threads = int(target.options["num_threads"] or os.cpu_count() or 1)
+        dump = target.dump_dir
         graph = fuse_epilogues(ungroup_convs(subgraph))
         steps: list[Step] = []
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
@@ -106,7 +130,7 @@ class LlvmCpuBackend(Backend):
             # Canonical names make equal kernels (same op, shapes, attributes) one compile.
             kernel = compile_kernel(canonical_names(scheduled), threads, schedule.trace)
             if dump is not None:
-                _dump(dump, func.name, kernel, scheduled, options.get("aot"))
+                _dump(dump, func.name, kernel, scheduled, target.options["aot"])
             outputs = tuple(v.name for v in func_outputs(members))
             made.update(outputs)
             label = f"{node.name} ({'+'.join(n.op for n in members)})"

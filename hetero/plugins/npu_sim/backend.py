@@ -1,11 +1,11 @@
 """The npu_sim backend: int8 regions compiled to npu_sim programs and run on the simulator.
 
-It declares the device from :class:`NpuConfig` (the default preset): its memory
-hierarchy, its peak throughput (2 · rows · cols · clock), and the int8 ops the
-compiler lowers. :meth:`NpuSimBackend.supports` refuses, with a reason, float
-nodes, non-constant weights and anything the compiler cannot do;
-:meth:`NpuSimBackend.compile` reads the ``npu_*`` options into an NpuConfig and
-returns an :class:`NpuPart` whose ``run`` simulates the program exactly, and
+It declares the device from the :class:`NpuConfig` its target's ``npu_*`` options
+describe (the default preset unless they change it): its memory hierarchy, its peak
+throughput (2 · rows · cols · clock), and the int8 ops the compiler lowers, so the
+partitioner plans for the machine it compiles for. :meth:`NpuSimBackend.supports`
+refuses, with a reason, float nodes, non-constant weights and anything the compiler
+cannot do; :meth:`NpuSimBackend.compile` lowers for the target's config and returns an :class:`NpuPart` whose ``run`` simulates the program exactly, and
 whose ``report`` and ``timeline_html`` show what the last run cost.
 """
 
@@ -22,11 +22,12 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.runtime.device import NumpyDevice
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc
-from hetero.plugins.npu_sim.config import NpuConfig
+from hetero.plugins.npu_sim.config import PRESETS, NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
 from hetero.plugins.npu_sim.estimate import region_cycles
 from hetero.plugins.npu_sim.program import Binding, Program
@@ -140,20 +141,51 @@ _QUANTISABLE = frozenset({"Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul"
                           "GlobalAveragePool"})
 
 
+#: The compile options npu_sim reads: the device (preset, then changes to it) and the build.
+OPTIONS = (
+    Option("npu_preset", "the device to start from (default edge-512k)", types=(str,), choices=tuple(PRESETS)),
+    Option("npu_sram_kib", "total scratchpad in KiB, split 1:2:1 into input, weight and output buffers "
+                           "(the accumulator gets an eighth)", types=(int,)),
+    Option("npu_acc_kib", "accumulator size in KiB", types=(int,)),
+    Option("npu_array", "systolic array size: 'ROWSxCOLS', an integer, or (rows, cols)",
+           types=(str, int, tuple, list)),
+    Option("npu_clock_ghz", "clock in GHz", types=(float,)),
+    Option("npu_dma_gbps", "DMA bandwidth in GB/s (rounded to whole bytes per cycle)", types=(float,)),
+    Option("npu_dma_latency_cycles", "cycles before a DMA transfer's first byte", types=(int,)),
+    Option("npu_vector_lanes", "lanes of the vector unit", types=(int,)),
+    Option("npu_double_buffer", "split the SRAM buffers to overlap DMA with compute", default=True,
+           types=(bool,)),
+    Option("npu_timeline", "make every run record the timeline the report and timeline_html draw",
+           default=False, types=(bool,)),
+)
+#: The options that describe the machine (the others shape the build).
+_DEVICE_OPTIONS = frozenset(o.name for o in OPTIONS) - {"npu_double_buffer", "npu_timeline"}
+
+
 class NpuSimBackend(Backend):
-    """The simulated NPU, declared from the default :class:`NpuConfig`."""
+    """The simulated NPU; its declarations follow the ``npu_*`` options of each target."""
 
     name = "npu_sim"
     version = "0.1"
     device_kind = "npu"
     supported_ops = frozenset(EMITTERS)
+    options = OPTIONS
 
     def __init__(self, config: NpuConfig | None = None) -> None:
         self.config = config or NpuConfig.from_options({})
         self.memory = self.config.memory_hierarchy()
-        self.peak_gflops = 2.0 * self.config.array_rows * self.config.array_cols * self.config.clock_ghz
+        self.peak_gflops = self.config.peak_gops
 
-    def supports(self, node: Node) -> Support:
+    def declare(self, options: Mapping[str, Any]) -> Declarations:
+        """The machine the ``npu_*`` options describe (:meth:`NpuConfig.from_options`): its
+        memory hierarchy and peak throughput; the config is the target's ``settings``, so
+        ``estimate`` and ``compile`` read the same one. With no device option set, the
+        backend's own config (the edge-512k preset unless it was built with another)."""
+        given = {k: v for k, v in options.items() if k in _DEVICE_OPTIONS and v is not None}
+        config = NpuConfig.from_options(given) if given else self.config
+        return Declarations(config.memory_hierarchy(), config.peak_gops, tuple(self.patterns), settings=config)
+
+    def supports(self, node: Node, target: Target) -> Support:
         """Int8 nodes the compiler lowers; every refusal says why."""
         if node.op not in self.supported_ops:
             if node.op in ("QuantizeLinear", "DequantizeLinear"):
@@ -168,38 +200,32 @@ class NpuSimBackend(Backend):
             return Support.no(_FLOAT_REASON)
         return _check_node(node)
 
-    def estimate(self, subgraph: Graph) -> float:
-        """Seconds ``subgraph`` would take at the declared clock, by npu_sim's analytic cost model.
+    def estimate(self, subgraph: Graph, target: Target) -> float:
+        """Seconds ``subgraph`` would take at the target's clock, by npu_sim's analytic cost model.
 
         :func:`~hetero.plugins.npu_sim.estimate.region_cycles` costs each node as the compiler
-        would tile it, without compiling or simulating anything. It models this backend's own
-        config (the default preset unless the backend was built with another): ``estimate``
-        takes no options, so ``npu_*`` compile options do not reach it. A region the compiler
-        could not fit in SRAM costs infinitely long, so the partitioner never prefers it.
+        would tile it for the target's config, without compiling or simulating anything. A
+        region the compiler could not fit in that SRAM costs infinitely long, so the
+        partitioner never prefers it.
         """
+        config: NpuConfig = target.settings
         try:
-            cycles = region_cycles(subgraph, self.config)
+            cycles = region_cycles(subgraph, config)
         except PluginError:
             return math.inf
-        return self.config.cycles_to_seconds(cycles)
+        return config.cycles_to_seconds(cycles)
 
-    def compile(self, subgraph: Graph, options: Mapping[str, Any]) -> NpuPart:
-        """Lower ``subgraph`` for the NpuConfig of ``options`` (``npu_preset``, ``npu_sram_kib``...).
+    def compile(self, subgraph: Graph, target: Target) -> NpuPart:
+        """Lower ``subgraph`` for the target's NpuConfig.
 
         ``npu_double_buffer=False`` compiles without splitting the SRAM buffers;
         ``npu_timeline=True`` makes every run record the timeline the part's report
         and ``timeline_html`` break down.
         """
-        config = NpuConfig.from_options(options)
-        double = options.get("npu_double_buffer", True)
-        if not isinstance(double, bool):
-            raise PluginError(f"npu_sim: option npu_double_buffer must be True or False, got {double!r}")
-        timeline = options.get("npu_timeline", False)
-        if not isinstance(timeline, bool):
-            raise PluginError(f"npu_sim: option npu_timeline must be True or False, got {timeline!r}")
-        lowered = lower_graph(subgraph, config, double_buffer=double)
+        config: NpuConfig = target.settings
+        lowered = lower_graph(subgraph, config, double_buffer=target.options["npu_double_buffer"])
         return NpuPart(lowered.program, config, lowered.locs, {n.name: layer_work(n) for n in subgraph.nodes},
-                       record_timeline=timeline)
+                       record_timeline=target.options["npu_timeline"])
 
     def load_artifact(self, artifact: bytes) -> NpuPart:
         """Rebuild the part whose artifact is ``artifact``."""

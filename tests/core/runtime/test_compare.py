@@ -57,8 +57,8 @@ WRONG_RELU = textwrap.dedent("""\
 
 
     class WrongRelu(ToyBackend):
-        def compile(self, subgraph, options):
-            return WrongReluPart(super().compile(subgraph, options).program)
+        def compile(self, subgraph, target):
+            return WrongReluPart(super().compile(subgraph, target).program)
 
 
     @hookimpl
@@ -75,7 +75,7 @@ FAILS_TO_COMPILE = textwrap.dedent("""\
 
 
     class Broken(ToyBackend):
-        def compile(self, subgraph, options):
+        def compile(self, subgraph, target):
             raise RuntimeError("no kernel for " + subgraph.name)
 
 

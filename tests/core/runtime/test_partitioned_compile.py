@@ -23,7 +23,7 @@ import toyplugin
 
 
 class ToyBackend(toyplugin.ToyBackend):
-    def compile(self, subgraph, options):
+    def compile(self, subgraph, target):
         raise RuntimeError("toy codegen exploded")
 """
 

@@ -24,6 +24,7 @@ from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker, buffers_read
 from hetero.plugins.llvm_cpu.schedules import default_schedule
+from hetero.core.plugin.target import bind
 
 RNG = np.random.default_rng(11)
 EPS = float(np.finfo(np.float32).eps)
@@ -51,7 +52,7 @@ def _close(got: np.ndarray, a: np.ndarray, w: np.ndarray, c: np.ndarray) -> None
 
 def test_kernel_reads_the_packed_weight_not_the_raw_one() -> None:
     graph, w, c = _gemm(3, 40, 70)
-    part = LlvmCpuBackend().compile(graph, {"num_threads": 1})
+    part = bind(LlvmCpuBackend(), {"num_threads": 1}).compile(graph)
     (step,) = part.steps
     raw = _weight_name(graph, w)
     assert raw not in step.inputs and raw not in part.constants
@@ -74,7 +75,7 @@ def test_kernel_reads_the_packed_weight_not_the_raw_one() -> None:
 
 def test_each_call_runs_only_the_gemm_stage() -> None:
     graph, w, c = _gemm(1, 50, 90)
-    part = LlvmCpuBackend().compile(graph, {"num_threads": 2})
+    part = bind(LlvmCpuBackend(), {"num_threads": 2}).compile(graph)
     a = RNG.standard_normal((1, 50)).astype(np.float32)
     for _ in range(2):
         _close(next(iter(part.run({"a": a}).values())), a, w, c)
@@ -84,7 +85,7 @@ def test_each_call_runs_only_the_gemm_stage() -> None:
 def test_runtime_operands_are_still_packed_per_call() -> None:
     gb = GraphBuilder("mm")
     gb.output(gb.MatMul(gb.input("a", (4, 24)), gb.input("b", (24, 40))))
-    part = LlvmCpuBackend().compile(gb.build(), {"num_threads": 1})
+    part = bind(LlvmCpuBackend(), {"num_threads": 1}).compile(gb.build())
     assert part.steps[0].inputs == ("a", "b")
     a = RNG.standard_normal((4, 24)).astype(np.float32)
     b = RNG.standard_normal((24, 40)).astype(np.float32)
@@ -118,7 +119,7 @@ def test_a_weight_two_kernels_pack_alike_is_stored_once() -> None:
     gb = GraphBuilder("twins")
     shared = gb.constant(w, name="w")
     gb.output(gb.MatMul(gb.input("x", (2, 64)), shared), gb.MatMul(gb.input("y", (2, 64)), shared))
-    part = LlvmCpuBackend().compile(gb.build(), {"num_threads": 1})
+    part = bind(LlvmCpuBackend(), {"num_threads": 1}).compile(gb.build())
     assert part.steps[0].inputs[1] == part.steps[1].inputs[1]
     assert len(part.constants) == 1
 
