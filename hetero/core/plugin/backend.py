@@ -148,15 +148,19 @@ class CompiledPart(Protocol):
     ``artifact`` is everything :meth:`Backend.load_artifact` needs to rebuild the
     part in another process (machine code, PTX, an instruction stream...).
 
-    A part may also offer ``run_intermediates(inputs) -> dict[str, np.ndarray]``:
-    its outputs and every intermediate value it materialises, by value name.
-    ``hetero compare`` then charges numerical errors to the node that made them
-    instead of to the whole region.
-
-    A part may also offer ``report() -> str``, what its last run cost in its own
-    terms (cycles, utilisation...), which :meth:`Executable.report` appends per
-    region, and ``timeline_html() -> str``, its last run's execution timeline as a
-    self-contained HTML page, which :meth:`Executable.timelines` collects.
+    A part may offer more, each an optional capability listed in
+    :mod:`hetero.core.plugin.capabilities` as a runtime-checkable Protocol that the
+    core asks for with ``isinstance``: :class:`~hetero.core.plugin.capabilities.RunsIntermediates`
+    (``run_intermediates``, for ``hetero compare`` per node),
+    :class:`~hetero.core.plugin.capabilities.Reports` (``report()``),
+    :class:`~hetero.core.plugin.capabilities.DrawsTimeline` (``timeline_html()``),
+    :class:`~hetero.core.plugin.capabilities.RecordsTimeline` (``record_timeline``),
+    :class:`~hetero.core.plugin.capabilities.Profiles` (``last_profile``),
+    :class:`~hetero.core.plugin.capabilities.CountsKernels` (``kernel_count``) and
+    :class:`~hetero.core.plugin.capabilities.OnDevice` (``device``: a part on a
+    :class:`~hetero.core.runtime.device.Device` takes and returns that device's
+    arrays, and the executable moves values between devices; any other part is on
+    the host and takes and returns numpy arrays).
     """
 
     inputs: tuple[str, ...]
