@@ -19,6 +19,7 @@ from hetero.core.ir.graph import Graph
 from hetero.core.partition.costs import transfer_seconds
 from hetero.core.partition.subgraph import boundary
 from hetero.core.plugin.target import Target
+from hetero.core.runtime.transfers import plan_transfers
 
 if TYPE_CHECKING:
     from hetero.core.partition.regions import Region
@@ -46,28 +47,21 @@ def find_transfers(
     graph: Graph, regions: Sequence[Region], backends: Mapping[str, Target], home: str
 ) -> list[Transfer]:
     """Every transfer ``regions`` (in execution order) need, in the order they happen;
-    graph inputs come from, and outputs go to, the memory space of backend ``home``."""
-    owner = {id(n): r for r in regions for n in r.nodes}
-    done: set[tuple[str, str]] = set()
+    graph inputs come from, and outputs go to, the memory space of backend ``home``.
+
+    The rule is that of :func:`~hetero.core.runtime.transfers.plan_transfers`, which
+    the executable applies to the compiled parts, so what is planned here is what runs.
+    """
+    bounds = [boundary(graph, r.nodes) for r in regions]
+    plan = plan_transfers([(r.backend, [v.name for v in inputs], [v.name for v in produced])
+                           for r, (inputs, produced) in zip(regions, bounds)],
+                          [v.name for v in graph.outputs], home)
+    made_in = {v.name: r.name for r, (_, produced) in zip(regions, bounds) for v in produced}
     found: list[Transfer] = []
-
-    def move(value_name: str, nbytes: int, src: str, dst: str,
-             src_region: str | None, dst_region: str | None) -> None:
-        if src == dst or (value_name, dst) in done:
-            return
-        done.add((value_name, dst))
-        found.append(Transfer(value_name, src, dst, nbytes,
-                              transfer_seconds(nbytes, backends[src], backends[dst]),
-                              src_region, dst_region))
-
-    outputs = {id(v) for v in graph.outputs}
-    for r in regions:
-        inputs, produced = boundary(graph, r.nodes)
-        for v in inputs:
-            src = owner[id(v.producer)] if v.producer is not None else None
-            move(v.name, v.type.nbytes, src.backend if src else home, r.backend,
-                 src.name if src else None, r.name)
-        for v in produced:
-            if id(v) in outputs:
-                move(v.name, v.type.nbytes, r.backend, home, r.name, None)
+    for r, into, back in zip(regions, plan.into, plan.home):
+        for step, dst_region in (*((s, r.name) for s in into), *((s, None) for s in back)):
+            nbytes = graph.values[step.value].type.nbytes
+            found.append(Transfer(step.value, step.src, step.dst, nbytes,
+                                  transfer_seconds(nbytes, backends[step.src], backends[step.dst]),
+                                  made_in.get(step.value), dst_region))
     return found
