@@ -111,3 +111,20 @@ def test_casts_and_loops_emit_primitives() -> None:
     _run_jit(_emit(legalize(func)), [data, got])
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(got, data.astype(np.float16))
+
+
+def test_shared_operands_are_emitted_once() -> None:
+    """Legalised floored divisions name their operands several times; nested twelve deep,
+    each quotient is still one ``sdiv`` (a tree walk would emit thousands)."""
+    i, n = Var("i"), Buffer("N", (1,), "int64")
+    e = i
+    for k in range(12):
+        e = binary("floordiv", e, n[0]) + k
+    out = Buffer("Y", (4,), "int64")
+    func = PrimFunc("f", (n, out), For(i, 4, Store(out, (i,), e)))
+    text = str(_emit(legalize(func)))
+    assert text.count(" sdiv ") == 12 and text.count(" srem ") == 12
+    got = np.zeros(4, np.int64)
+    divisor = np.array([-3], np.int64)
+    _run_jit(_emit(legalize(func)), [divisor, got])
+    np.testing.assert_array_equal(got, run_func(func, {"N": divisor, "Y": np.zeros(4, np.int64)})["Y"])
