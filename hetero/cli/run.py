@@ -138,10 +138,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             return hetero.run_reference(graph, inputs)
     else:
         start = time.perf_counter()
-        timeline = {"npu_timeline": True} if args.timeline else {}
         exe = hetero.compile(graph, targets=target_names(args), passes=[], strict=args.strict,
-                             **placement(args), **quantize_options(args, graph), **backend_options(args),
-                             **timeline)
+                             **placement(args), **quantize_options(args, graph), **backend_options(args))
+        if args.timeline:
+            _record_timelines(exe)
         report["compile_s"] = time.perf_counter() - start
         report["executor"] = args.targets
 
@@ -272,7 +272,7 @@ def _finish(args: argparse.Namespace, report: dict[str, object], outputs: dict, 
 
 
 def _record_timelines(exe: Any) -> None:
-    """Make the parts of a loaded executable that can draw a timeline record one."""
+    """Make the parts of an executable (compiled or loaded) that can draw a timeline record one."""
     from hetero.core.plugin.capabilities import RecordsTimeline
 
     recorders = [p.part for p in exe.placements if isinstance(p.part, RecordsTimeline)]

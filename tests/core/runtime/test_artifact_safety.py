@@ -269,13 +269,14 @@ def _entry(cache: CompileCache) -> Path:
 @pytest.fixture
 def cached(tmp_path: Path) -> tuple[CompileCache, str]:
     cache = CompileCache(tmp_path / "cache")
-    cache.compile(tiny_graph(), get_backend("llvm_cpu"), {})
-    return cache, cache_key(tiny_graph(), get_backend("llvm_cpu"), {})
+    target = bind(get_backend("llvm_cpu"))
+    cache.compile(tiny_graph(), target)
+    return cache, cache_key(tiny_graph(), target.backend, dict(target.options))
 
 
 def _recompiles_without_loading(cache: CompileCache, loads: list[bytes], reason: str) -> None:
     with pytest.warns(CacheWarning, match=rf"\.entry discarded: .*{reason}"):
-        part = cache.compile(tiny_graph(), get_backend("llvm_cpu"), {})
+        part = cache.compile(tiny_graph(), bind(get_backend("llvm_cpu")))
     assert loads == []
     np.testing.assert_array_equal(part.run({"x": X})["relu"], expected())
 
@@ -331,7 +332,7 @@ def umask_022() -> Iterator[None]:
 
 def test_the_cache_folder_is_made_private(tmp_path: Path, umask_022: None) -> None:
     cache = CompileCache(tmp_path / "new" / "cache")
-    cache.compile(tiny_graph(), get_backend("llvm_cpu"), {})
+    cache.compile(tiny_graph(), bind(get_backend("llvm_cpu")))
     assert stat.S_IMODE(cache.root.stat().st_mode) == 0o700
     assert stat.S_IMODE(_entry(cache).parent.stat().st_mode) == 0o700
 
@@ -355,7 +356,7 @@ def test_a_cache_folder_of_another_user_is_refused(tmp_path: Path) -> None:
     folder.mkdir(mode=0o700)
     os.chown(folder, 4321, 4321)
     with pytest.raises(CacheError, match=r"theirs belongs to uid 4321, not you"):
-        CompileCache(folder).compile(tiny_graph(), get_backend("llvm_cpu"), {})
+        CompileCache(folder).compile(tiny_graph(), bind(get_backend("llvm_cpu")))
 
 
 # -- the signing key ---------------------------------------------------------------

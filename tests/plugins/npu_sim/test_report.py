@@ -11,7 +11,7 @@ from plugins.npu_sim.npu_programs import int8_inputs, int8_net
 
 import hetero
 from hetero.core.ir.graph import Graph
-from hetero.errors import HeteroError, PluginError
+from hetero.errors import HeteroError, OptionError, PluginError
 from hetero.plugins.npu_sim.backend import NpuPart, NpuSimBackend
 from hetero.plugins.npu_sim.cycles import TimelineEntry
 from hetero.plugins.npu_sim.report import build_report, format_report, layer_work, roofline_cycles
@@ -149,7 +149,7 @@ def test_timeline_option_survives_the_artifact_and_is_checked(timed: tuple[Graph
     _, part = timed
     loaded = NpuSimBackend().load_artifact(part.artifact)
     assert loaded.record_timeline and loaded.work == part.work
-    with pytest.raises(PluginError, match="npu_timeline must be True or False"):
+    with pytest.raises(OptionError, match="option npu_timeline of backend npu_sim takes bool, got 'yes'"):
         bind(NpuSimBackend(), {"npu_timeline": "yes"}).compile(int8_net(8, 16, 30, seed=3))
 
 
