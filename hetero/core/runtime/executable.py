@@ -179,8 +179,9 @@ class Executable:
         outputs = {}
         for name, _, _ in self.interface.outputs:
             if name not in host:
-                raise HeteroError(f"executable {self.name}: graph output {name!r} stays on device "
-                                  f"{made_on[name].name}: no transfer brings it to the host; recompile the model")
+                where = f"stays on device {made_on[name].name}" if name in made_on else "is made by no part"
+                raise HeteroError(f"executable {self.name}: graph output {name!r} {where}, and no transfer "
+                                  "brings it to the host; recompile the model")
             outputs[name] = host[name]
         return outputs
 

@@ -47,8 +47,9 @@ class Step:
     view: tuple[int, ...] | None = None
 
 
-#: Where a kernel's output goes: its arena offset (None: allocated apart), shape and dtype.
-_Slot = tuple[int | None, tuple[int, ...], np.dtype]
+#: Where a kernel's output goes: its arena offset (None: allocated apart), its bytes,
+#: shape and dtype.
+_Slot = tuple[int | None, int, tuple[int, ...], np.dtype]
 
 #: Arena offsets are multiples of this, and so is the arena's address: a cache line.
 ALIGNMENT = 64
@@ -96,8 +97,8 @@ class LlvmCpuPart:
                 env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
                 continue
             outs = [HOST.allocate(shape, dtype) if offset is None or arena is None
-                    else arena[offset:offset + _nbytes(shape, dtype)].view(dtype).reshape(shape)
-                    for offset, shape, dtype in slots]
+                    else arena[offset:offset + nbytes].view(dtype).reshape(shape)
+                    for offset, nbytes, shape, dtype in slots]
             start = time.perf_counter()
             for value, axis, size, wraps in step.checks:
                 problem = index_problem(env[value], axis, size, wraps)
@@ -182,8 +183,8 @@ def _plan(steps: list[Step], outputs: tuple[str, ...]) -> tuple[MemoryPlan, list
     plan = plan_arena(liveness, [iv for iv in liveness.intervals if iv.name not in apart],
                       space="host", alignment=ALIGNMENT)
     offsets = {a.name: a.offset for a in plan.allocations}
-    slots = [[(offsets.get(name), *types[name]) for name in step.outputs] if step.kernel is not None else []
-             for step in steps]
+    slots = [[(offsets.get(name), _nbytes(*types[name]), *types[name]) for name in step.outputs]
+             if step.kernel is not None else [] for step in steps]
     return plan, slots
 
 

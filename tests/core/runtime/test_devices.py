@@ -25,7 +25,7 @@ from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, ru
 from hetero.core.runtime.executable import MAGIC
 from hetero.core.runtime.signing import SEAL_SIZE
 from hetero.core.runtime.transfers import TransferStep
-from hetero.errors import PluginError
+from hetero.errors import HeteroError, PluginError
 
 BOX_PLUGIN = """\
 import numpy as np
@@ -288,3 +288,15 @@ def test_run_from_host_copies_in_and_out_of_a_parts_device() -> None:
     got = run_from_host(part.run, device_of(part), {"x": np.ones(3)})
     np.testing.assert_array_equal(got["y"], 2 * np.ones(3))
     assert Part.device.copies == 2
+
+
+def test_a_value_no_transfer_brought_is_an_error_naming_it_and_the_device(box) -> None:
+    exe = compile_chain(["box_a", "box_b"], neg_out=True)
+    exe.placements[0].transfers_out = ()
+    with pytest.raises(HeteroError, match=r"graph output 'neg' stays on device box, and no transfer "
+                                          r"brings it to the host"):
+        exe.run(x_input())
+    exe.placements[0].transfers_in = ()
+    with pytest.raises(HeteroError, match=r"region r0 on box_a reads 'x', which no transfer brought "
+                                          r"to device box"):
+        exe.run(x_input())
