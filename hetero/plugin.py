@@ -15,7 +15,9 @@ guide, ``docs/plugin-guide.md``, walks through it).
 - Devices, after ONNX Runtime's allocator and ``IDataTransfer``: :class:`Device`
   (allocate, copy in, copy out), :class:`CopiesFrom` (device to device),
   :class:`NumpyDevice` and :data:`HOST`; a part that is :class:`OnDevice` takes and
-  returns its device's arrays, and the executable moves values between devices.
+  returns its device's arrays, and the executable moves values between devices
+  (:func:`transfer`; :func:`device_of` a part's device, :func:`run_from_host` a part
+  run on host arrays, as the conformance suite runs it).
 - Targets: :class:`Option` (a compile option a backend declares), :class:`Target`
   (the backend bound to the user's options, which every hook receives),
   :class:`Declarations` (what :meth:`Backend.declare` returns) and :func:`bind`.
@@ -42,7 +44,7 @@ from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.passes.pattern import Const, Match, Op, Var
 from hetero.core.plugin.backend import API_VERSION, Backend, CompiledPart, Pattern, Support, validate_backend
 from hetero.core.plugin.capabilities import (
-    CountsKernels, DrawsTimeline, OnDevice, Profiles, RecordsTimeline, Reports, RunsIntermediates,
+    CountsKernels, DrawsTimeline, OnDevice, Profiles, RecordsTimeline, Reports, RunsIntermediates, device_of,
 )
 from hetero.core.plugin.hookspecs import hookimpl
 from hetero.core.plugin.support import (
@@ -50,7 +52,7 @@ from hetero.core.plugin.support import (
 )
 from hetero.core.plugin.target import Declarations, Option, Target, bind
 from hetero.core.runtime.archive import npz_bytes, open_zip, read_member, read_npz, write_zip
-from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice
+from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, InputError, PluginError, did_you_mean
 
@@ -59,7 +61,7 @@ __all__ = [
     "CountsKernels", "Declarations", "Device", "DrawsTimeline", "Graph", "GraphBuilder", "InputError", "Match", "MemoryHierarchy", "MemoryLevel",
     "Node", "NumpyDevice", "OnDevice", "Op", "Option", "Pattern", "PluginError", "Profiles",
     "RecordsTimeline", "Reports", "RunsIntermediates", "Support", "Target", "TensorType", "Value", "Var", "any_of", "attribute", "bind",
-    "chain", "check", "constant_inputs", "did_you_mean", "dtypes", "hookimpl", "max_rank", "npz_bytes", "op_names", "open_zip", "ops", "read_member", "read_npz",
-    "run_reference",
+    "chain", "check", "constant_inputs", "did_you_mean", "device_of", "dtypes", "hookimpl", "max_rank", "npz_bytes", "op_names", "open_zip", "ops", "read_member", "read_npz",
+    "run_from_host", "run_reference", "transfer",
     "validate_backend", "write_zip",
 ]

@@ -24,10 +24,10 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from unittest import mock
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -40,8 +40,10 @@ from hetero.core.ir.opdef import op_names
 from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.core.plugin.backend import Backend, Pattern, Support, validate_backend
 from hetero.core.plugin.manager import PluginSet, load_plugins
+from hetero.core.plugin.capabilities import device_of
 from hetero.core.plugin.target import Target, bind
 from hetero.core.quant.flow import lower_for_backends, quantize_model
+from hetero.core.runtime.device import run_from_host
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import HeteroError, InputError, UnknownBackendError
 from hetero.testing.cases import (
@@ -68,6 +70,12 @@ def _composite_tolerance(dtype: np.dtype) -> Tolerance:
     if dtype.kind in "biu":
         return Tolerance(0.0, 0.0)
     return _COMPOSITE.get(dtype.name, _COMPOSITE["float16"])
+
+
+def _run(part: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``part.run`` on host arrays, its results on the host: a part on a device of its own
+    gets its inputs copied in and its outputs copied out, as the executable would."""
+    return run_from_host(part.run, device_of(part), inputs)
 
 
 @functools.cache
@@ -254,7 +262,7 @@ def _check_case(backend: Backend, case: OpCase) -> None:
         raise AssertionError(f"{backend.name} claims {case.op} but cannot compile "
                              f"{case.describe()}: {type(exc).__name__}: {exc}") from exc
     try:
-        got = part.run(case.inputs)
+        got = _run(part, case.inputs)
     except Exception as exc:
         if case.error is not None and isinstance(exc, case.error):
             return
@@ -306,7 +314,7 @@ def test_pattern(backend: Backend, pattern: Pattern) -> None:
     inputs = model_inputs(graph)
     want = run_reference(graph, inputs)
     try:
-        got = _target(backend).compile(graph).run(inputs)
+        got = _run(_target(backend).compile(graph), inputs)
     except Exception as exc:  # noqa: BLE001 - whatever a plugin raises is its failure
         _fail(f"{backend.name}: pattern {pattern.name!r}: its example fails to compile "
               f"or run: {type(exc).__name__}: {exc}")
@@ -386,7 +394,7 @@ def test_artifact(backend: Backend, claimed_op: str) -> None:
     assert (tuple(loaded.inputs), tuple(loaded.outputs)) == (tuple(first.inputs), tuple(first.outputs)), (
         f"{backend.name}: the loaded part of {case.describe()} has interface "
         f"{loaded.inputs} -> {loaded.outputs}, the compiled one {first.inputs} -> {first.outputs}")
-    problem = compare_outputs(case, loaded.run(case.inputs))
+    problem = compare_outputs(case, _run(loaded, case.inputs))
     assert problem is None, f"{backend.name}: the reloaded artifact computes a wrong result: {problem}"
 
 
@@ -472,7 +480,7 @@ def test_model_int8(backend: Backend, int8_model: Callable[[], Graph]) -> None:
     for placement in mine:
         part = placement.part
         _compare(f"{graph.name} (int8), region {placement.region} on {backend.name}",
-                 part.run({name: reference[name] for name in part.inputs}),
+                 _run(part, {name: reference[name] for name in part.inputs}),
                  {name: reference[name] for name in part.outputs})
     _compare(f"{graph.name} (int8) on {'+'.join(targets)}", exe.run(inputs),
              {v.name: reference[v.name] for v in lowered.outputs})
