@@ -3,7 +3,7 @@
 A renderer legalises its function first (:func:`hetero.core.ir.tir.legalize.legalize`),
 then emits it with :class:`ExprEmitter` and :class:`StmtEmitter`, subclassed for what
 the target does its own way (intrinsic functions, loop hints, allocations, address
-spaces, hardware axes). llvm_cpu is one such renderer; an NVPTX renderer is another.
+spaces, hardware axes): a CPU renderer is one, an NVPTX renderer another.
 """
 
 from hetero.core.codegen.llvm_expr import I1, I8, I64, LLVM_INTRINSICS, ExprEmitter, declare, llvm_type

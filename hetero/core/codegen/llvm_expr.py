@@ -1,6 +1,6 @@
 """Legalised tensor-IR expressions as LLVM IR (llvmlite): types, constants, loads,
-arithmetic, compares, selects, casts; shared by every LLVM-based renderer (llvm_cpu,
-an NVPTX renderer).
+arithmetic, compares, selects, casts; shared by every LLVM-based renderer (a CPU's,
+an NVPTX one).
 
 The emitter maps the primitive set of :mod:`hetero.core.ir.tir.legalize` one to one
 and refuses anything else with a :class:`CodegenError` naming the operation, so the

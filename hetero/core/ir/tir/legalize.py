@@ -42,7 +42,7 @@ The primitive set, what a renderer must map:
 
 Example::
 
-    func = legalize(func, Native(ieee_minmax=True))   # what llvm_cpu does
+    func = legalize(func, Native(ieee_minmax=True))   # a CPU has llvm.minimum/maximum
     check_legal(func, Native(ieee_minmax=True))       # passes
 """
 
