@@ -1,0 +1,72 @@
+"""Default GPU schedules: each stage's output elements spread over blocks and threads.
+
+The first schedule every claimed op gets: a stage's leading spatial loops (the output
+dimensions its definition names as spatial, outermost first, perfectly nested) are
+fused into one loop over the output elements, split into blocks of
+``threads_per_block`` threads (a multiple of the warp, fewer for a small output), and
+bound to ``blockIdx.x`` and ``threadIdx.x``. A stage with more blocks than
+:data:`BLOCKS_PER_SM` per multiprocessor keeps an outer serial loop around them: a
+grid-stride loop, so the grid stays a size the device schedules in one wave or a few.
+Reduction loops stay serial inside each thread: one thread folds one output element,
+which is correct for every reduction and fast for the elementwise and injective ops;
+warp-shuffle and shared-memory reductions and tiled matmul and conv are schedules of
+their own. Every step is a schedule primitive, so the trace records it for a tuner.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hetero.core.ir.tir.stmt import Block, IterKind, PrimFunc
+from hetero.core.schedule import LoopRef, Schedule
+from hetero.core.schedule.tree import block_names, find_block, node_at
+from hetero.errors import ScheduleError
+from hetero.plugins.cuda.device import GpuSpec
+
+#: Threads a block runs by default: eight warps, a common sweet spot for memory-bound kernels.
+THREADS_PER_BLOCK = 256
+#: Blocks per multiprocessor before a stage loops over its output (grid-stride).
+BLOCKS_PER_SM = 32
+
+
+def default_schedule(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THREADS_PER_BLOCK) -> Schedule:
+    """``func`` with every stage's output elements bound to blocks and threads of ``spec``.
+
+    Raises :class:`~hetero.errors.ScheduleError` for a stage written as statements (it
+    declares no iterators, so nothing says which loops may run in parallel) and for a
+    block size the device does not allow.
+    """
+    if not 0 < threads_per_block <= spec.max_threads_per_block or threads_per_block % spec.warp_size:
+        raise ScheduleError(f"{spec.name}: threads per block must be a multiple of {spec.warp_size} up to "
+                            f"{spec.max_threads_per_block}, got {threads_per_block}")
+    sch = Schedule(func)
+    for name in block_names(func.body):
+        _bind_outputs(sch, name, spec, threads_per_block)
+    return sch
+
+
+def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: int) -> None:
+    path = find_block(sch.func.body, name)
+    block = node_at(sch.func.body, path) if path is not None else None
+    if not isinstance(block, Block) or not block.iters:
+        raise ScheduleError(f"stage {name} of {sch.func.name} is written as statements (no spatial "
+                            "iterators): the GPU's default schedule cannot tell which loops are parallel")
+    spatial = {it.var.name for it in block.iters if it.kind is IterKind.SPATIAL}
+    leading: list[LoopRef] = []
+    for loop in sch.get_loops(sch.get_block(name)):
+        if loop.block != name or loop.name not in spatial:
+            break
+        leading.append(loop)
+    if not leading:
+        raise ScheduleError(f"stage {name} of {sch.func.name} has no leading spatial loop to bind")
+    fused = sch.fuse(*leading) if len(leading) > 1 else leading[0]
+    elements = sch.extent(fused)
+    threads = min(threads_per_block, spec.warp_size * math.ceil(elements / spec.warp_size))
+    blocks = math.ceil(elements / threads)
+    most = spec.sms * BLOCKS_PER_SM
+    if blocks > most:
+        _, grid, lane = sch.split(fused, [None, most, threads])
+    else:
+        grid, lane = sch.split(fused, [None, threads])
+    sch.bind(grid, "blockIdx.x")
+    sch.bind(lane, "threadIdx.x")
