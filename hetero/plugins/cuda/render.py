@@ -1,0 +1,313 @@
+"""Tensor IR → NVVM IR (LLVM's NVPTX dialect) → PTX: one kernel per :class:`PrimFunc`.
+
+The function is verified and legalised (:data:`NVPTX_NATIVE`: NVPTX selects
+``llvm.minimum``/``llvm.maximum`` as ``min.NaN``/``max.NaN`` from sm_80), then
+emitted with the shared emitters of :mod:`hetero.core.codegen`; this module is the
+GPU's part:
+
+- the kernel ``void @name(ptr addrspace(1) noalias ... params)`` with the
+  ``ptx_kernel`` calling convention (a PTX ``.entry``);
+- a loop bound to ``blockIdx.*``/``threadIdx.*`` is no loop: its variable is the
+  block or thread index (``llvm.nvvm.read.ptx.sreg.*``), and its extent is the launch's
+  dimension on that axis (the verifier makes every loop of an axis share its extent,
+  so the launch is exactly the bound extents and needs no guard);
+- code inside the blocks but outside the thread loops runs in every thread of a block,
+  as the interpreter runs it once per block: a store there is guarded to thread 0, and
+  the statements of such a sequence are separated by barriers (a serial loop around
+  thread loops ends each iteration with one), since the interpreter finishes each
+  thread loop before the next statement;
+- ``Barrier("shared")`` is ``llvm.nvvm.barrier.cta.sync.aligned.all(0)`` (``bar.sync 0``);
+- an ``Allocate`` in scope ``shared`` is an ``addrspace(3)`` array, ``local`` (and
+  ``global`` scratch) an ``alloca`` in the thread;
+- intrinsic functions come from libdevice (``__nv_expf``, ``__nv_tanh``, ...), float16
+  through float32.
+
+A construct it does not map (an ``Evaluate``, another hardware axis, a store outside
+the grid, several grids in one function) is a :class:`CodegenError` naming it. PTX is
+emitted in a child process (:mod:`.libdevice` run as a script): whatever LLVM cannot
+select aborts the child, and the error names the kernel and the child's stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+import json
+import re
+import subprocess
+import sys
+
+from llvmlite import ir
+import numpy as np
+
+from hetero.core.codegen import ExprEmitter, StmtEmitter
+from hetero.core.ir.tir import Allocate, Buffer, For, ForKind, PrimFunc, Stmt, verify_func, walk
+from hetero.core.ir.tir.expr import Expr, Var, eq, logical_and
+from hetero.core.ir.tir.legalize import Native, legalize
+from hetero.core.ir.tir.stmt import Barrier, Evaluate, IfThenElse, Seq, Store
+from hetero.errors import CodegenError
+from hetero.plugins.cuda import libdevice
+
+#: NVPTX maps IEEE 754-2019 minimum/maximum (min.NaN/max.NaN, sm_80 and later).
+NVPTX_NATIVE = Native(ieee_minmax=True)
+#: PTX ISA 7.8: the first with sm_90, and read by every ptxas since CUDA 11.8.
+DEFAULT_PTX_VERSION = 78
+_AXES = tuple(f"{level}.{d}" for level in ("blockIdx", "threadIdx") for d in "xyz")
+_SREG = {"blockIdx": "ctaid", "threadIdx": "tid"}
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+_GLOBAL = ir.PointerType(addrspace=1)
+# libdevice's functions of one argument (float32 adds an "f"); pow takes two.
+_LIBDEVICE = {"exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
+              "round_even": "rint", "sin": "sin", "cos": "cos", "tanh": "tanh", "erf": "erf", "expm1": "expm1",
+              "log1p": "log1p", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+              "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "pow": "pow"}
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How to launch a kernel: ``grid`` blocks and ``block`` threads (x, y, z), and the
+    static shared memory each block holds."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass(frozen=True)
+class RenderedKernel:
+    """A function rendered as one PTX kernel: its entry ``name``, the ``ptx`` and the NVVM
+    IR it came from, how to launch it, and the buffers its parameters take, in order."""
+
+    name: str
+    arch: str
+    ptx: str
+    llvm_ir: str
+    launch: LaunchConfig
+    params: tuple[Buffer, ...]
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.launch.shared_bytes
+
+
+def render_ptx(func: PrimFunc, arch: str = "sm_80", ptx_version: int = DEFAULT_PTX_VERSION) -> RenderedKernel:
+    """Render a verified ``func`` as a PTX kernel for ``arch`` at PTX ISA ``ptx_version``
+    (78 for 7.8). CodegenError for a construct it does not map, for a missing libdevice
+    when the kernel calls one of its functions, and when LLVM fails on the kernel."""
+    verify_func(func)
+    where = f"func {func.name}"
+    legal = legalize(func, NVPTX_NATIVE)
+    launch = _launch(legal, where)
+    name = re.sub(r"[^A-Za-z0-9_]", "_", func.name)
+    module = ir.Module(name=name)
+    module.triple = libdevice.TRIPLE
+    emitter = _KernelEmitter(_NvptxExprEmitter(module, where), launch)
+    emitter.kernel(name, legal)
+    llvm_ir = str(module)
+    ptx = _emit_in_child(llvm_ir, name, arch, ptx_version, uses_libdevice=emitter.em.uses_libdevice)
+    version = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.MULTILINE)
+    if version is None or int(version.group(1)) * 10 + int(version.group(2)) != ptx_version:
+        raise CodegenError(f"{where}: LLVM emitted PTX {version.group(0) if version else 'without .version'} "
+                           f"instead of ISA {ptx_version // 10}.{ptx_version % 10}; choose a ptx_version "
+                           "this LLVM supports")
+    return RenderedKernel(name, arch, ptx, llvm_ir, launch, func.params)
+
+
+def _launch(func: PrimFunc, where: str) -> LaunchConfig:
+    """The launch dimensions from the thread-bound loops' extents, and the shared bytes."""
+    extents: dict[str, int] = {}
+    grids = 0
+    for s, outer in _bound_loops(func.body, ()):
+        if s.thread_axis not in _AXES:
+            raise CodegenError(f"{where}: loop {s.var.name} is bound to {s.thread_axis}, which is not a CUDA "
+                               f"axis ({', '.join(_AXES)})")
+        extents[s.thread_axis] = s.extent
+        if s.thread_axis.startswith("blockIdx") and not any(a.startswith("blockIdx") for a in outer):
+            grids += 1
+    if grids > 1:
+        raise CodegenError(f"{where}: {grids} grids (loop nests bound to blockIdx) one after the other need a "
+                           "grid-wide barrier between them; render one kernel per stage")
+    shared = sum(s.buffer.nbytes for s in walk(func.body) if isinstance(s, Allocate) and s.buffer.scope == "shared")
+
+    def dims(level: str) -> tuple[int, int, int]:
+        x, y, z = (extents.get(f"{level}.{d}", 1) for d in "xyz")
+        return x, y, z
+
+    return LaunchConfig(dims("blockIdx"), dims("threadIdx"), shared)
+
+
+def _bound_loops(stmt: Stmt, outer: tuple[str, ...]):  # noqa: ANN202 - an iterator of (For, axes)
+    """Every thread-bound loop under ``stmt`` with the axes bound around it."""
+    if isinstance(stmt, For) and stmt.kind is ForKind.THREAD_BINDING:
+        yield stmt, outer
+        outer = (*outer, stmt.thread_axis or "")
+    for child in _children(stmt):
+        yield from _bound_loops(child, outer)
+
+
+def _children(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, Seq):
+        return stmt.stmts
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then,) if stmt.otherwise is None else (stmt.then, stmt.otherwise)
+    body = getattr(stmt, "body", None)
+    return (body,) if isinstance(body, Stmt) else ()
+
+
+def _emit_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses_libdevice: bool) -> str:
+    """The PTX of ``llvm_ir``, emitted by :mod:`.libdevice` in a child process."""
+    lib = libdevice.find_libdevice() if uses_libdevice else None
+    if uses_libdevice and lib is None:
+        raise CodegenError(f"kernel {name} calls libdevice functions, and no libdevice.10.bc was found; "
+                           "install CUDA or pip install nvidia-cuda-nvcc (the cuda extra), or set CUDA_HOME")
+    request = json.dumps({"llvm_ir": llvm_ir, "arch": arch, "ptx_version": ptx_version,
+                          "libdevice": str(lib) if lib else None, "kernels": [name]})
+    done = subprocess.run([sys.executable, libdevice.__file__], input=request, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise CodegenError(f"kernel {name}: LLVM's NVPTX target failed on it (exit status {done.returncode}): "
+                           f"{tail}")
+    return done.stdout
+
+
+class _NvptxExprEmitter(ExprEmitter):
+    """The shared emitter with libdevice's math functions."""
+
+    def __init__(self, module: ir.Module, where: str) -> None:
+        super().__init__(module, where, NVPTX_NATIVE)
+        self.uses_libdevice = False
+
+    def math_call(self, func: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
+        if func not in _LIBDEVICE:
+            raise CodegenError(f"{self.where}: intrinsic {func} of {dtype} has no NVPTX rendering (libdevice "
+                               "has none)")
+        bld, f32 = self.builder, ir.FloatType()
+        half = dtype.itemsize == 2
+        wide = [bld.fpext(a, f32) for a in args] if half else args
+        ty = wide[0].type
+        symbol = f"__nv_{_LIBDEVICE[func]}{'' if dtype.itemsize == 8 else 'f'}"
+        self.uses_libdevice = True
+        out = bld.call(self.declare(symbol, ty, [a.type for a in wide]), wide)
+        return bld.fptrunc(out, args[0].type) if half else out
+
+
+class _KernelEmitter(StmtEmitter):
+    """Renders a legalised function as one kernel of ``launch``."""
+
+    em: _NvptxExprEmitter
+
+    def __init__(self, em: _NvptxExprEmitter, launch: LaunchConfig) -> None:
+        super().__init__(em)
+        self.launch = launch
+        self.launched = {f"{level}.{d}" for level, dims in (("blockIdx", launch.grid), ("threadIdx", launch.block))
+                         for d, n in zip("xyz", dims) if n > 1}
+        self.bound: set[str] = set()
+        self._indices: dict[str, ir.Value] = {}
+
+    def kernel(self, name: str, func: PrimFunc) -> None:
+        """Emit ``func`` as the kernel ``name``."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [_GLOBAL] * len(func.params)), name)
+        fn.calling_convention = "ptx_kernel"
+        fn.attributes.add("nounwind")
+        for arg, buffer in zip(fn.args, func.params):
+            arg.name = buffer.name
+            arg.add_attribute("noalias")
+        self.em.pointers = dict(zip(func.params, fn.args))
+        self.begin_function(fn)
+        self.stmt(func.body)
+        self.end_function()
+
+    def pointer_type(self, scope: str) -> ir.PointerType:
+        return ir.PointerType(addrspace={"global": 1, "shared": 3}.get(scope, 0))
+
+    def allocate(self, buffer: Buffer) -> ir.Value:
+        if buffer.scope != "shared":
+            return super().allocate(buffer)
+        array = ir.ArrayType(self.em.type_of(buffer.dtype, in_memory=True), buffer.size)
+        name = self.module.get_unique_name(f"shared.{buffer.name}")
+        var = ir.GlobalVariable(self.module, array, name, addrspace=3)
+        var.linkage = "internal"
+        var.align = 16
+        var.initializer = ir.Constant(array, ir.Undefined)
+        return var
+
+    def _index(self, axis: str) -> ir.Value:
+        """The ``i64`` block or thread index on ``axis``, read once in the entry block."""
+        if axis not in self._indices:
+            level, d = axis.split(".")
+            sreg = self.em.declare(f"llvm.nvvm.read.ptx.sreg.{_SREG[level]}.{d}", I32, [])
+            self._indices[axis] = self.allocas.zext(self.allocas.call(sreg, []), I64, name=axis)
+        return self._indices[axis]
+
+    def _thread_level(self) -> bool:
+        """Whether every launched thread axis is bound here (code runs once per thread)."""
+        return all(a in self.bound for a in self.launched if a.startswith("threadIdx"))
+
+    def check_loop(self, s: For) -> None:
+        if s.kind is ForKind.THREAD_BINDING:
+            raise CodegenError(f"{self.em.where}: loop {s.var.name} bound to {s.thread_axis} reached the loop "
+                               "emitter; thread-bound loops are indices on NVPTX")
+
+    def visit_For(self, s: For) -> None:
+        if s.kind is not ForKind.THREAD_BINDING:
+            if self._thread_level() or not any(isinstance(x, For) and x.kind is ForKind.THREAD_BINDING
+                                               for x in walk(s.body)):
+                super().visit_For(s)
+                return
+            # Each iteration's thread loops finish before the next iteration's start.
+            super().visit_For(dataclasses.replace(s, body=Seq((s.body, Barrier("shared")))))
+            return
+        axis = s.thread_axis or ""
+        self.em.env[s.var] = self._index(axis)
+        self.bound.add(axis)
+        self.em.forget()
+        self.stmt(s.body)
+        self.bound.discard(axis)
+        del self.em.env[s.var]
+        self.em.forget()
+
+    def visit_Seq(self, s: Seq) -> None:
+        if self._thread_level():
+            super().visit_Seq(s)
+            return
+        for k, part in enumerate(s.stmts):
+            if k:
+                self.visit_Barrier(Barrier("shared"))
+            self.stmt(part)
+
+    def visit_Store(self, s: Store) -> None:
+        missing = sorted(a for a in self.launched if a not in self.bound)
+        grid = [a for a in missing if a.startswith("blockIdx")]
+        if grid:
+            raise CodegenError(f"{self.em.where}: the store to {s.buffer.name} sits outside the loop bound to "
+                               f"{grid[0]}, so every block would run it; move it into the grid")
+        if not missing:
+            super().visit_Store(s)
+            return
+        first: Expr | None = None
+        for axis in missing:
+            var = Var(f"first.{axis}")
+            self.em.env[var] = self._index(axis)
+            test = eq(var, 0)
+            first = test if first is None else logical_and(first, test)
+        assert first is not None
+        self.bound.update(missing)  # the guarded store runs in one thread: thread level
+        self.visit_IfThenElse(IfThenElse(first, s))
+        self.bound.difference_update(missing)
+
+    def visit_Barrier(self, s: Barrier) -> None:
+        if s.scope != "shared":
+            raise CodegenError(f"{self.em.where}: Barrier({s.scope!r}) has no NVPTX rendering; only the "
+                               "block's shared memory has a barrier (Barrier('shared'))")
+        sync = self.em.declare("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
+        self.em.builder.call(sync, [ir.Constant(I32, 0)])
+
+    def visit_Evaluate(self, s: Evaluate) -> None:
+        raise CodegenError(f"{self.em.where}: an Evaluate statement (a call of {s.call.func} made for its "
+                           "effect) has no NVPTX rendering")
