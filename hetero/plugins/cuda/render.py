@@ -109,7 +109,7 @@ def render_ptx(func: PrimFunc, arch: str = "sm_80", ptx_version: int = DEFAULT_P
     emitter = _KernelEmitter(_NvptxExprEmitter(module, where), launch)
     emitter.kernel(name, legal)
     llvm_ir = str(module)
-    ptx = _emit_in_child(llvm_ir, name, arch, ptx_version, uses_libdevice=emitter.em.uses_libdevice)
+    ptx = emit_ptx_in_child(llvm_ir, name, arch, ptx_version, uses_libdevice=emitter.em.uses_libdevice)
     version = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.MULTILINE)
     if version is None or int(version.group(1)) * 10 + int(version.group(2)) != ptx_version:
         raise CodegenError(f"{where}: LLVM emitted PTX {version.group(0) if version else 'without .version'} "
@@ -159,7 +159,7 @@ def _children(stmt: Stmt) -> tuple[Stmt, ...]:
     return (body,) if isinstance(body, Stmt) else ()
 
 
-def _emit_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses_libdevice: bool) -> str:
+def emit_ptx_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses_libdevice: bool) -> str:
     """The PTX of ``llvm_ir``, emitted by :mod:`.libdevice` in a child process."""
     lib = libdevice.find_libdevice() if uses_libdevice else None
     if uses_libdevice and lib is None:
@@ -235,7 +235,8 @@ class _KernelEmitter(StmtEmitter):
         var.linkage = "internal"
         var.align = 16
         var.initializer = ir.Constant(array, ir.Undefined)
-        return var
+        # The address of its first element, as the emitter indexes every buffer's base.
+        return var.gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
 
     def _index(self, axis: str) -> ir.Value:
         """The ``i64`` block or thread index on ``axis``, read once in the entry block."""
@@ -248,11 +249,6 @@ class _KernelEmitter(StmtEmitter):
     def _thread_level(self) -> bool:
         """Whether every launched thread axis is bound here (code runs once per thread)."""
         return all(a in self.bound for a in self.launched if a.startswith("threadIdx"))
-
-    def check_loop(self, s: For) -> None:
-        if s.kind is ForKind.THREAD_BINDING:
-            raise CodegenError(f"{self.em.where}: loop {s.var.name} bound to {s.thread_axis} reached the loop "
-                               "emitter; thread-bound loops are indices on NVPTX")
 
     def visit_For(self, s: For) -> None:
         if s.kind is not ForKind.THREAD_BINDING:
@@ -277,7 +273,7 @@ class _KernelEmitter(StmtEmitter):
             super().visit_Seq(s)
             return
         for k, part in enumerate(s.stmts):
-            if k:
+            if k and not isinstance(part, Barrier) and not isinstance(s.stmts[k - 1], Barrier):
                 self.visit_Barrier(Barrier("shared"))
             self.stmt(part)
 
