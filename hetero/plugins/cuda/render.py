@@ -17,8 +17,9 @@ GPU's part:
   thread loops ends each iteration with one), since the interpreter finishes each
   thread loop before the next statement;
 - ``Barrier("shared")`` is ``llvm.nvvm.barrier.cta.sync.aligned.all(0)`` (``bar.sync 0``);
-- an ``Allocate`` in scope ``shared`` is an ``addrspace(3)`` array, ``local`` (and
-  ``global`` scratch) an ``alloca`` in the thread;
+- an ``Allocate`` in scope ``shared`` is an ``addrspace(3)`` array (it must sit
+  inside the block loops and outside the thread loops), ``local`` (and ``global``
+  scratch) an ``alloca`` in the thread (it must sit inside the thread loops);
 - intrinsic functions come from libdevice (``__nv_expf``, ``__nv_tanh``, ...), float16
   through float32.
 
@@ -227,8 +228,23 @@ class _KernelEmitter(StmtEmitter):
         return ir.PointerType(addrspace={"global": 1, "shared": 3}.get(scope, 0))
 
     def allocate(self, buffer: Buffer) -> ir.Value:
+        # The interpreter gives an allocation one copy per run of its Allocate: a thread's
+        # own inside the thread loops, one per block between the block and thread loops.
+        # The GPU's memory is per thread (alloca) or per block (shared): each must sit where
+        # the two agree.
+        outside = sorted(a for a in self.launched if a not in self.bound)
         if buffer.scope != "shared":
+            if outside:
+                raise CodegenError(f"{self.em.where}: {buffer.scope} buffer {buffer.name} is allocated outside "
+                                   f"the loop bound to {outside[0]}, so its threads would share it; allocate "
+                                   "it inside the thread loops, or in scope 'shared' for the block")
             return super().allocate(buffer)
+        threads = [a for a in self.bound if a.startswith("threadIdx")]
+        blocks = [a for a in outside if a.startswith("blockIdx")]
+        if threads or blocks:
+            where = f"inside the loop bound to {threads[0]}" if threads else f"outside the loop bound to {blocks[0]}"
+            raise CodegenError(f"{self.em.where}: shared buffer {buffer.name} is allocated {where}; a block's "
+                               "shared memory is allocated inside the block loops and outside the thread loops")
         array = ir.ArrayType(self.em.type_of(buffer.dtype, in_memory=True), buffer.size)
         name = self.module.get_unique_name(f"shared.{buffer.name}")
         var = ir.GlobalVariable(self.module, array, name, addrspace=3)

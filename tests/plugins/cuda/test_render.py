@@ -183,6 +183,12 @@ def test_constructs_it_does_not_map_are_errors_naming_them() -> None:
         render_ptx(PrimFunc("k", (A, B), bound(t, 32, "threadIdx.x", seq(Store(B, (t,), A[t]), Barrier("global")))))
     with pytest.raises(CodegenError, match="func k: an Evaluate statement"):
         render_ptx(PrimFunc("k", (A, B), bound(t, 32, "threadIdx.x", Evaluate(call("exp", A[t])))))
+    tile = Buffer("T", (32,), "float32", "local")
+    with pytest.raises(CodegenError, match="local buffer T is allocated outside the loop bound to threadIdx.x"):
+        render_ptx(PrimFunc("k", (A, B), Allocate(tile, bound(t, 32, "threadIdx.x", Store(B, (t,), A[t])))))
+    shared = Buffer("T", (32,), "float32", "shared")
+    with pytest.raises(CodegenError, match="shared buffer T is allocated inside the loop bound to threadIdx.x"):
+        render_ptx(PrimFunc("k", (A, B), bound(t, 32, "threadIdx.x", Allocate(shared, Store(B, (t,), A[t])))))
     with pytest.raises(CodegenError, match="2 grids"):
         first, second = grid(B, lambda i: A[i]), grid(B, lambda i: B[i] * 2.0)
         render_ptx(PrimFunc("k", (A, B), seq(first.body, second.body)))
