@@ -189,6 +189,8 @@ def test_constructs_it_does_not_map_are_errors_naming_them() -> None:
     shared = Buffer("T", (32,), "float32", "shared")
     with pytest.raises(CodegenError, match="shared buffer T is allocated inside the loop bound to threadIdx.x"):
         render_ptx(PrimFunc("k", (A, B), bound(t, 32, "threadIdx.x", Allocate(shared, Store(B, (t,), A[t])))))
+    with pytest.raises(CodegenError, match=r"func k: LLVM emitted PTX .version \d\.\d instead of ISA 9.9"):
+        render_ptx(grid(B, lambda i: A[i]), ptx_version=99)
     with pytest.raises(CodegenError, match="2 grids"):
         first, second = grid(B, lambda i: A[i]), grid(B, lambda i: B[i] * 2.0)
         render_ptx(PrimFunc("k", (A, B), seq(first.body, second.body)))
