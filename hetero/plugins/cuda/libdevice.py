@@ -29,31 +29,35 @@ TRIPLE = "nvptx64-nvidia-cuda"
 
 def find_libdevice() -> Path | None:
     """The path of ``libdevice.10.bc``: under ``$CUDA_HOME`` or ``$CUDA_PATH``, then the
-    CUDA toolkits in ``/usr/local``, then the ``nvidia-cuda-nvcc`` wheel (found without
-    importing it); None if there is none."""
-    roots = [os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
-    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    CUDA toolkits in ``/usr/local``, then NVIDIA's wheels (``nvidia-nvvm`` for CUDA 13,
+    ``nvidia-cuda-nvcc`` before it; found without importing them); None if there is none."""
+    roots = [Path(os.environ[k]) for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda*"), reverse=True)]
+    roots += wheel_dirs()
     for root in roots:
-        path = Path(root) / "nvvm" / "libdevice" / "libdevice.10.bc"
-        if path.is_file():
-            return path
-    nvcc = wheel_dir()
-    if nvcc is not None:
-        path = nvcc / "nvvm" / "libdevice" / "libdevice.10.bc"
+        path = root / "nvvm" / "libdevice" / "libdevice.10.bc"
         if path.is_file():
             return path
     return None
 
 
-def wheel_dir() -> Path | None:
-    """The folder of the installed ``nvidia-cuda-nvcc`` wheel (``nvidia/cuda_nvcc``), or None."""
+def wheel_dirs() -> list[Path]:
+    """The folders NVIDIA's CUDA wheels install into, newest layout first: ``nvidia/cu13``
+    (CUDA 13: ``bin/ptxas`` from ``nvidia-cuda-nvcc``, ``nvvm/libdevice`` from
+    ``nvidia-nvvm``), then ``nvidia/cuda_nvcc`` (CUDA 12). Found through the ``nvidia``
+    namespace package without importing anything of CUDA."""
     try:
-        spec = importlib.util.find_spec("nvidia.cuda_nvcc")
+        spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
-        return None
+        return []
     if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
+        return []
+    found = []
+    for base in spec.submodule_search_locations:
+        for sub in ("cu13", "cuda_nvcc"):
+            if (Path(base) / sub).is_dir():
+                found.append(Path(base) / sub)
+    return found
 
 
 def emit_ptx(llvm_ir: str, arch: str, ptx_version: int, libdevice: str | None, kernels: list[str]) -> str:

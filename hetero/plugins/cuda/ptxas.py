@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 
 from hetero.errors import CodegenError
-from hetero.plugins.cuda.libdevice import wheel_dir
+from hetero.plugins.cuda.libdevice import wheel_dirs
 
 #: What to tell a user who has no ptxas.
 INSTALL_HINT = "no ptxas found (pip install nvidia-cuda-nvcc, the cuda extra)"
@@ -45,9 +45,9 @@ def find_ptxas() -> Path | None:
     found = shutil.which("ptxas")
     if found:
         return Path(found)
-    nvcc = wheel_dir()
-    if nvcc is not None and (nvcc / "bin" / "ptxas").is_file():
-        return nvcc / "bin" / "ptxas"
+    for folder in wheel_dirs():
+        if (folder / "bin" / "ptxas").is_file():
+            return folder / "bin" / "ptxas"
     return None
 
 
