@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
+import hetero
+
 from hetero.core.ir import GraphBuilder
+from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import seq
 from hetero.core.lower import lower_node
 from hetero.errors import CodegenError
-from hetero.plugins.cuda.build import build_kernel
+from hetero.plugins.cuda.build import build_function, build_kernel, split_stages
 from hetero.plugins.cuda.device import PRESETS
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 
@@ -55,11 +59,43 @@ def test_a_float16_op_assembles_too() -> None:
     assert built.report.registers > 0 and ".b16" in built.kernel.ptx
 
 
-def test_a_function_of_several_stages_is_refused_by_name() -> None:
+def test_a_function_of_several_stages_is_refused_by_build_kernel_by_name() -> None:
     relu, neg = _lowered("Relu", (4, 4)), _lowered("Neg", (4, 4))
     both = replace(relu, name="two", params=relu.params + neg.params[1:], body=seq(relu.body, neg.body))
-    with pytest.raises(CodegenError, match=r"func two has 2 stages \(relu, neg\).*not done yet"):
+    with pytest.raises(CodegenError, match=r"func two has 2 stages \(relu, neg\).*build_function"):
         build_kernel(both, PRESETS["a100"])
+
+
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("Softmax", (5, 37), {"axis": 1}),
+    ("LogSoftmax", (3, 4, 9), {"axis": -1}),
+    ("LayerNormalization", (6, 16), {"axis": -1}),
+])
+def test_a_function_of_several_stages_is_one_kernel_per_stage_with_shared_workspaces(
+        op: str, shape: tuple[int, ...], attrs: dict[str, object]) -> None:
+    b = GraphBuilder("g")
+    x = b.input("x", shape)
+    if op == "LayerNormalization":
+        out = b.LayerNormalization(x, np.linspace(0.5, 1.5, shape[-1]).astype(np.float32),
+                                   np.linspace(-1, 1, shape[-1]).astype(np.float32), name="n", **attrs)
+    else:
+        out = getattr(b, op)(x, name="n", **attrs)
+    b.output(out if not isinstance(out, tuple) else out[0])
+    graph = b.build()
+    func = lower_node(graph.node("n"))
+    built = build_function(func, PRESETS["a100"])
+    stages, workspaces = split_stages(func)
+    assert len(built.kernels) == len(stages) > 1 and built.workspaces == workspaces
+    assert all(k.report.arch == "sm_80" for k in built.kernels)
+    # Run the scheduled stages in turn, as the launches would, with the workspaces shared.
+    feed = {"x": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    constants = {name: v.data for name, v in graph.values.items() if v.data is not None}
+    memory = {**feed, **{p.name: constants.get(p.name, np.zeros(p.shape, p.dtype))
+                         for p in stages[0].params if p.name not in feed}}
+    for stage, kernel in zip(stages, built.kernels):
+        memory = run_func(kernel.trace.apply(stage), memory)
+    want = hetero.run_reference(graph, feed)[graph.outputs[0].name]
+    np.testing.assert_allclose(memory[graph.outputs[0].name], want, rtol=1e-5, atol=1e-6)
 
 
 def test_a_kernel_over_the_devices_register_limit_is_refused_at_compile_time() -> None:
