@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hetero.core.codegen.stages import split_stages as core_split
 from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.stmt import Allocate, PrimFunc, Seq, Stmt
+from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.schedule.trace import Trace
 from hetero.core.schedule.tree import block_names
 from hetero.errors import CodegenError
@@ -78,27 +79,13 @@ def build_function(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THREA
 def split_stages(func: PrimFunc) -> tuple[tuple[PrimFunc, ...], tuple[Buffer, ...]]:
     """``func`` as one function per stage, run in turn, and the workspaces they share.
 
-    A stage is a top-level statement under the function's global allocations, which
-    become the workspaces; each stage function takes ``func``'s parameters, then the
+    A stage is a top-level statement under the function's allocations, which become
+    the workspaces (:func:`hetero.core.codegen.stages.split_stages`); each stage function takes ``func``'s parameters, then the
     workspaces. One stage is ``func`` itself.
     """
-    workspaces: list[Buffer] = []
-    stages: list[Stmt] = []
-    _split(func.body, workspaces, stages)
+    workspaces, stages = core_split(func.body)
     if len(stages) == 1 and not workspaces:
         return (func,), ()
     params = func.params + tuple(workspaces)
     return tuple(PrimFunc(f"{func.name}_{k}", params, stage, func.attrs) for k, stage in enumerate(stages)), \
         tuple(workspaces)
-
-
-def _split(stmt: Stmt, workspaces: list[Buffer], stages: list[Stmt]) -> None:
-    """The stages under ``stmt`` in order, collecting the global allocations around them."""
-    if isinstance(stmt, Allocate) and stmt.buffer.scope == "global":
-        workspaces.append(stmt.buffer)
-        _split(stmt.body, workspaces, stages)
-    elif isinstance(stmt, Seq):
-        for part in stmt.stmts:
-            _split(part, workspaces, stages)
-    else:
-        stages.append(stmt)

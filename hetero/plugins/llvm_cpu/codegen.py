@@ -30,9 +30,8 @@ import re
 from llvmlite import ir
 
 from hetero.core.codegen import I1, I64, StmtEmitter, declare
-from hetero.core.ir.tir import (
-    Allocate, Binary, Block, Buffer, For, ForKind, Load, PrimFunc, Seq, Stmt, Store, verify_func, walk,
-)
+from hetero.core.codegen.stages import split_stages
+from hetero.core.ir.tir import Binary, Block, Buffer, For, ForKind, Load, PrimFunc, Stmt, Store, verify_func, walk
 from hetero.core.ir.tir.legalize import legalize
 from hetero.core.ir.tir.stmt import Barrier, Evaluate
 from hetero.errors import CodegenError
@@ -78,9 +77,7 @@ class RenderedModule:
 def render(func: PrimFunc, triple: str = "", data_layout: str = "") -> RenderedModule:
     """Render a verified ``func`` as an LLVM module for ``triple`` (empty: unspecified)."""
     verify_func(func)
-    workspaces: list[Buffer] = []
-    stages: list[Stmt] = []
-    _split(legalize(func, CPU_NATIVE).body, workspaces, stages)
+    workspaces, stages = split_stages(legalize(func, CPU_NATIVE).body)
     module = ir.Module(name=func.name)
     module.triple = triple
     module.data_layout = data_layout
@@ -88,17 +85,6 @@ def render(func: PrimFunc, triple: str = "", data_layout: str = "") -> RenderedM
     entries = tuple(_StageRenderer(module, func, buffers).render(k, s) for k, s in enumerate(stages))
     _render_wrapper(module, func, entries, tuple(workspaces))
     return RenderedModule(func, module, entries, tuple(workspaces))
-
-
-def _split(stmt: Stmt, workspaces: list[Buffer], stages: list[Stmt]) -> None:
-    if isinstance(stmt, Allocate):
-        workspaces.append(stmt.buffer)
-        _split(stmt.body, workspaces, stages)
-    elif isinstance(stmt, Seq):
-        for part in stmt.stmts:
-            _split(part, workspaces, stages)
-    else:
-        stages.append(stmt)
 
 
 def _range_loop(stage: Stmt) -> For | None:
