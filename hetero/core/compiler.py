@@ -35,7 +35,7 @@ import onnx
 
 from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
-from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, partition_graph
+from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, choose_fallback, partition_graph
 from hetero.core.passes.pipeline import optimize
 from hetero.core import progress
 from hetero.core.plugin.backend import Backend, CompiledPart
@@ -237,10 +237,8 @@ def _choose_fallback(named: str | None, selected: Sequence[Backend], plugins: Pl
                               "canonical op (takes_every_op), so the nodes no target takes could not all "
                               f"land on it; name one that does ({_complete(plugins) or 'none is installed'})")
         return backend
-    for backend in [*selected, *plugins.backends.values()]:
-        if backend.takes_every_op:
-            return backend
-    return None
+    found = choose_fallback([*selected, *plugins.backends.values()])
+    return None if found is None else plugins.get(found)
 
 
 def _complete(plugins: PluginSet) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hetero.core.memory.hierarchy import format_bytes
+from hetero.core.plugin.target import plain_value
 
 if TYPE_CHECKING:
     from hetero.core.partition.assign import Choice
@@ -93,15 +94,6 @@ def fold(names: Sequence[str], shown: int = SHOWN_NAMES) -> str:
     return f"{', '.join(names[:shown])} and {len(names) - shown} more"
 
 
-def _plain(value: Any) -> Any:
-    """An option's value as JSON data: as it is when it is plain, else its repr."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
-        return list(value)
-    return repr(value)
-
-
 def describe(part: Partition) -> dict[str, Any]:
     """The whole report as JSON-ready data."""
     assignment = part.assignment
@@ -116,7 +108,7 @@ def describe(part: Partition) -> dict[str, Any]:
         "policy": assignment.policy,
         "fallback": assignment.fallback,
         "devices": [
-            {"backend": t.name, "options": {k: _plain(t.options[k]) for k in sorted(t.given)},
+            {"backend": t.name, "options": {k: plain_value(t.options[k]) for k in sorted(t.given)},
              "peak_gflops": t.peak_gflops,
              "memory": [{"level": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth_gbps": m.bandwidth_gbps}
                         for m in t.memory.levels]}

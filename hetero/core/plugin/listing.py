@@ -17,6 +17,7 @@ from hetero.core.plugin.backend import Backend
 from hetero.core.plugin.manager import (
     ENTRY_POINT_GROUP, PluginRecord, PluginRecords, PluginSet, unknown_backend_message,
 )
+from hetero.core.plugin.target import plain_value
 from hetero.errors import UnknownBackendError
 
 
@@ -28,8 +29,8 @@ def declarations(backend: Backend) -> dict[str, Any]:
         "version": backend.version,
         "device_kind": backend.device_kind,
         "takes_every_op": bool(backend.takes_every_op),
-        "options": [{"name": o.name, "help": o.help, "default": _plain(o.default),
-                     "types": [t.__name__ for t in o.types], "choices": [_plain(c) for c in o.choices]}
+        "options": [{"name": o.name, "help": o.help, "default": plain_value(o.default),
+                     "types": [t.__name__ for t in o.types], "choices": [plain_value(c) for c in o.choices]}
                     for o in backend.options],
         "peak_gflops": float(backend.peak_gflops),
         "ops": sorted(backend.supported_ops),
@@ -179,11 +180,6 @@ def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
         lines.append("memory")
         lines += ["  " + line for line in str(memory).splitlines()]
     return "\n".join(lines)
-
-
-def _plain(value: Any) -> Any:
-    """A default or choice as JSON data: as it is when plain, else its repr."""
-    return value if value is None or isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def _listing(plugins: PluginSet | PluginListing) -> PluginListing:

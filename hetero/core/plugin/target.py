@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import math
 import numbers
 from pathlib import Path
@@ -157,12 +157,7 @@ class Target:
 
     def dumping_to(self, folder: Path | None) -> Target:
         """This target, writing its compile stages into ``folder`` (None: not at all)."""
-        return Target(self.backend, self.options, self.given, self.declarations, folder)
-
-    def cache_options(self) -> dict[str, Any]:
-        """The options that make a compile what it is, for the compile cache's key: the
-        ones the user set (a default is the backend version's, which the key holds)."""
-        return {name: self.options[name] for name in sorted(self.given)}
+        return replace(self, dump_dir=folder)
 
     def __repr__(self) -> str:
         set_ = ", ".join(f"{k}={self.options[k]!r}" for k in sorted(self.given))
@@ -227,6 +222,16 @@ def route_options(options: Mapping[str, Any], selected: Sequence[Backend],
                           f"declares it (the targets {chosen} take: "
                           f"{', '.join(sorted({o.name for b in selected for o in b.options})) or 'none'})")
     return routed
+
+
+def plain_value(value: Any) -> Any:
+    """An option's value (or default, or choice) as JSON data, for reports and listings:
+    as it is when it is plain, a list for a sequence of plain values, else its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return repr(value)
 
 
 def as_target(backend: Backend | Target) -> Target:
