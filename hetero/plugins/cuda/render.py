@@ -51,6 +51,7 @@ from hetero.core.ir.tir import Allocate, Buffer, For, ForKind, PrimFunc, Stmt, v
 from hetero.core.ir.tir.expr import Expr, Var, eq, logical_and
 from hetero.core.ir.tir.legalize import Native, legalize
 from hetero.core.ir.tir.stmt import Barrier, Evaluate, IfThenElse, Seq, Store
+from hetero.core.schedule.tree import children
 from hetero.errors import CodegenError
 from hetero.plugins.cuda import libdevice
 
@@ -153,17 +154,8 @@ def _bound_loops(stmt: Stmt, outer: tuple[str, ...]) -> Iterator[tuple[For, tupl
     if isinstance(stmt, For) and stmt.kind is ForKind.THREAD_BINDING:
         yield stmt, outer
         outer = (*outer, stmt.thread_axis or "")
-    for child in _children(stmt):
+    for child in children(stmt):
         yield from _bound_loops(child, outer)
-
-
-def _children(stmt: Stmt) -> tuple[Stmt, ...]:
-    if isinstance(stmt, Seq):
-        return stmt.stmts
-    if isinstance(stmt, IfThenElse):
-        return (stmt.then,) if stmt.otherwise is None else (stmt.then, stmt.otherwise)
-    body = getattr(stmt, "body", None)
-    return (body,) if isinstance(body, Stmt) else ()
 
 
 def emit_ptx_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses_libdevice: bool) -> str:
