@@ -26,7 +26,7 @@ import numpy as np
 
 from hetero.core.ir.tir.expr import (
     Const, Expr, binary, bitcast, call, cast, const, eq, gt, logical_and, logical_or, lt, ne,
-    select,
+    select, shift_right,
 )
 from hetero.core.ir.types import BFLOAT16, NARROW_FLOAT_DTYPES, NARROW_INT_DTYPES
 
@@ -69,10 +69,6 @@ def _width(dtype: np.dtype) -> int:
 
 def _u32(v: int) -> Const:
     return const(v, U32)
-
-
-def _shr(a: Expr, amount: int) -> Expr:
-    return binary("shr", a, amount)
 
 
 def _shl(a: Expr, amount: int) -> Expr:
@@ -136,7 +132,7 @@ def _widen(x: Expr) -> Expr:
         wide, width = wide_dtype(dtype), _width(dtype)
         v = bitcast(x, wide)
         if wide.kind == "i":
-            return _shr(_shl(v, 8 - width), 8 - width)
+            return shift_right(_shl(v, 8 - width), 8 - width)
         return _and(v, (1 << width) - 1)
     bits = cast(bitcast(x, bits_dtype(dtype)), U32)
     if dtype == BFLOAT16:
@@ -162,10 +158,10 @@ def _exact_or_odd_f32(x: Expr) -> Expr:
 def _round_bf16(x: Expr) -> Expr:
     """float32 ``x`` rounded to bfloat16's bits (nearest, ties to even; NaN stays NaN, quiet)."""
     bits = bitcast(x, U32)
-    lsb = _and(_shr(bits, 16), 1)
+    lsb = _and(shift_right(bits, 16), 1)
     rounded = binary("add", binary("add", bits, 0x7FFF), lsb)
     kept = select(ne(x, x), _or(bits, _u32(0x400000)), rounded)
-    return cast(_shr(kept, 16), U16)
+    return cast(shift_right(kept, 16), U16)
 
 
 def _to_narrow_int(x: Expr, dst: np.dtype) -> Expr:
@@ -187,9 +183,9 @@ def _decode(bits: Expr, dtype: np.dtype) -> Expr:
         value = select(eq(bits, _u32(0)), _u32(0x400000), _shl(bits, 23))
         return select(eq(bits, _u32(0xFF)), _u32(0x7FC00000), value)
     mbits, bias, _, overflow, nan_bits, signed_zero, sign_at = _FORMATS[dtype.name]
-    sign = _shl(_and(_shr(bits, sign_at), 1), 31)
+    sign = _shl(_and(shift_right(bits, sign_at), 1), 31)
     mag = _and(bits, (1 << sign_at) - 1)
-    e, m = _shr(mag, mbits), _and(mag, (1 << mbits) - 1)
+    e, m = shift_right(mag, mbits), _and(mag, (1 << mbits) - 1)
     normal = _or(_shl(binary("add", e, 127 - bias), 23), _shl(m, 23 - mbits))
     scale = const(2.0 ** (1 - bias - mbits), F32)
     subnormal = bitcast(binary("mul", cast(m, F32), scale), U32)
@@ -212,9 +208,9 @@ def _encode(x: Expr, dtype: np.dtype) -> Expr:
         return _encode_e8m0(x)
     mbits, bias, max_mag, overflow, nan_bits, signed_zero, sign_at = _FORMATS[dtype.name]
     bits = bitcast(x, U32)
-    sign = _shr(bits, 31)
+    sign = shift_right(bits, 31)
     a = _and(bits, 0x7FFFFFFF)
-    ex, mant = _shr(a, 23), _and(a, 0x7FFFFF)
+    ex, mant = shift_right(a, 23), _and(a, 0x7FFFFF)
     # Below the type's smallest normal, the significand (with its implicit bit unless
     # float32's own exponent field is 0) is shifted to the subnormal grid.
     subnormal = lt(ex, _u32(128 - bias))
@@ -253,10 +249,10 @@ def _encode_e8m0(x: Expr) -> Expr:
     infinities and what rounds past 2**127; a float32 subnormal gives 2**-127 below
     1.5 * 2**-127 and 2**-126 from there."""
     bits = bitcast(x, U32)
-    ex, mant = _and(_shr(bits, 23), 0xFF), _and(bits, 0x7FFFFF)
+    ex, mant = _and(shift_right(bits, 23), 0xFF), _and(bits, 0x7FFFFF)
     normal = binary("add", ex, cast(gt(mant, _u32(0x3FFFFF)), U32))
     sub = cast(gt(mant, _u32(0x5FFFFF)), U32)
     e = select(eq(ex, _u32(0)), sub, normal)
-    bad = logical_or(logical_or(ne(_shr(bits, 31), _u32(0)), eq(ex, _u32(0xFF))),
+    bad = logical_or(logical_or(ne(shift_right(bits, 31), _u32(0)), eq(ex, _u32(0xFF))),
                      logical_or(eq(_and(bits, 0x7FFFFFFF), _u32(0)), gt(e, _u32(254))))
     return cast(select(bad, _u32(0xFF), e), U8)
