@@ -15,6 +15,7 @@ their own. Every step is a schedule primitive, so the trace records it for a tun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import math
 
 from hetero.core.ir.tir.stmt import Block, IterKind, PrimFunc
@@ -41,8 +42,15 @@ def default_schedule(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THR
                             f"{spec.max_threads_per_block}, got {threads_per_block}")
     sch = Schedule(func)
     for name in block_names(func.body):
-        _bind_outputs(sch, name, spec, threads_per_block)
+        if not any(rule(sch, name, spec) for rule in _rules()):
+            _bind_outputs(sch, name, spec, threads_per_block)
     return sch
+
+
+def _rules() -> tuple[Callable[[Schedule, str, GpuSpec], bool], ...]:
+    """The schedules of their own, tried in order on each stage before the default
+    binding: each applies itself and returns True where the stage is of its kind."""
+    return ()
 
 
 def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: int) -> None:
