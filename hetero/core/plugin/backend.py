@@ -223,6 +223,17 @@ class Backend(ABC):
             raise PluginError(f"backend {self.name!r}: declares no memory hierarchy")
         return Declarations(self.memory, float(self.peak_gflops), tuple(self.patterns))
 
+    def device_status(self) -> str:
+        """What this machine offers the backend, where that limits it: empty when nothing
+        does (the default), else a sentence ``hetero plugins`` shows beside it, such as
+        ``"no CUDA device found: ...; kernels compile to PTX, and running them needs a GPU"``.
+
+        It informs; it does not refuse. A backend whose device is absent still declares,
+        plans and compiles (the partition shows what it would take), and says plainly at
+        run time that the device is missing.
+        """
+        return ""
+
     def supports(self, node: Node, target: Target) -> Support:
         """Whether this backend takes ``node`` under ``target``; by default, whether its op
         is declared.

@@ -29,6 +29,7 @@ def declarations(backend: Backend) -> dict[str, Any]:
         "version": backend.version,
         "device_kind": backend.device_kind,
         "takes_every_op": bool(backend.takes_every_op),
+        "status": _status(backend),
         "options": [{"name": o.name, "help": o.help, "default": plain_value(o.default),
                      "types": [t.__name__ for t in o.types], "choices": [plain_value(c) for c in o.choices]}
                     for o in backend.options],
@@ -37,6 +38,14 @@ def declarations(backend: Backend) -> dict[str, Any]:
         "patterns": [{"name": p.name, "pattern": repr(p.pattern)} for p in backend.patterns],
         "memory": [asdict(level) for level in backend.memory or ()],
     }
+
+
+def _status(backend: Backend) -> str:
+    try:
+        status = backend.device_status()
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug, shown instead of its status
+        return f"device_status() raised {type(exc).__name__}: {exc}"
+    return status if isinstance(status, str) else repr(status)
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,11 @@ def format_plugins(plugins: PluginSet | PluginListing) -> str:
             ))
         lines.append(f"Backends ({len(rows) - 1}):")
         lines += ["  " + line for line in _table(rows)]
+        statuses = [(name, listing.backends[name].get("status")) for name in listing.backends]
+        if any(status for _, status in statuses):
+            lines.append("")
+            lines.append("On this machine:")
+            lines += [f"  {name}: {status}" for name, status in statuses if status]
     else:
         lines.append("No backends are available.")
     if listing.broken:
@@ -162,6 +176,7 @@ def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
         f"backend       {name} {backend['version']} ({backend['device_kind']})",
         f"plugin        {listing.provided_by[name].label}",
         f"peak          {backend['peak_gflops']:g} GFLOP/s",
+        *([f"here          {backend['status']}"] if backend.get("status") else []),
         f"ops ({len(ops)})".ljust(14) + ("every canonical op (it can be the fallback)"
                                          if backend.get("takes_every_op") else ", ".join(ops)),
     ]

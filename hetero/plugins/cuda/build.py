@@ -30,11 +30,12 @@ from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
 @dataclass(frozen=True)
 class BuiltKernel:
     """A kernel ready to load: the rendered PTX with its launch, what ptxas reported for the
-    device's architecture, and the schedule's trace."""
+    device's architecture, the schedule's trace, and the scheduled function it renders."""
 
     kernel: RenderedKernel
     report: PtxasReport
     trace: Trace
+    func: PrimFunc
 
 
 def build_kernel(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THREADS_PER_BLOCK) -> BuiltKernel:
@@ -53,7 +54,7 @@ def build_kernel(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THREADS
     report = assemble(kernel.ptx, spec.arch, kernel.name)
     check_limits(report, kernel.launch.threads_per_block, spec.max_registers_per_thread, spec.shared_per_block,
                  registers_per_block=spec.registers_per_sm)
-    return BuiltKernel(kernel, report, schedule.trace)
+    return BuiltKernel(kernel, report, schedule.trace, schedule.func)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ checks their exact values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 
 from hetero.core.memory.hierarchy import MemoryHierarchy, MemoryLevel
 
@@ -50,11 +51,28 @@ class GpuSpec:
     max_threads_per_block: int = 1024
     warp_size: int = 32
     fp32_tflops: float = 0.0
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
 
     @property
     def peak_gflops(self) -> float:
         """Peak float32 throughput in GFLOP/s."""
         return self.fp32_tflops * 1e3
+
+    def occupancy(self, threads_per_block: int, registers: int, shared_bytes: int) -> float:
+        """The fraction of a multiprocessor's thread slots a kernel fills: its blocks per SM are
+        bounded by threads, registers (allocated per warp, in units of 256) and shared memory.
+
+            >>> PRESETS["a100"].occupancy(256, 32, 0), PRESETS["a100"].occupancy(256, 128, 0)
+            (1.0, 0.25)
+        """
+        warps = math.ceil(threads_per_block / self.warp_size)
+        per_warp = math.ceil(max(registers, 1) * self.warp_size / 256) * 256
+        blocks = min(self.max_blocks_per_sm, self.max_threads_per_sm // max(threads_per_block, 1),
+                     self.registers_per_sm // (per_warp * warps))
+        if shared_bytes:
+            blocks = min(blocks, self.shared_per_sm // shared_bytes)
+        return blocks * threads_per_block / self.max_threads_per_sm
 
     def memory_hierarchy(self) -> MemoryHierarchy:
         """HBM > L2 > shared memory (a block's) > registers (a thread's), outermost first.

@@ -1,0 +1,216 @@
+"""The cuda backend: graph regions compiled to PTX kernels for a declared NVIDIA GPU.
+
+It declares the GPU its ``cuda_device`` option names (:data:`~hetero.plugins.cuda.device.PRESETS`;
+by default the GPU this machine has, where it is one of them, else an H100): its memory
+hierarchy and peak throughput, so the partitioner plans for the device it compiles for.
+:meth:`CudaBackend.supports` takes a node when the op lowers to the tensor IR and the
+default GPU schedule binds every stage of it to blocks and threads, and refuses with the
+reason otherwise; it refuses nothing because this machine has no GPU (the partition
+still shows what the GPU would take). :meth:`CudaBackend.compile` groups anchors with
+their epilogues as the CPU does, lowers each group, builds one kernel per stage
+(schedule, NVPTX render, ptxas against the device's limits: :mod:`.build`) and returns
+a :class:`~hetero.plugins.cuda.part.CudaPart`; a kernel that fails to build is a
+PluginError naming the node, so the region falls back. With a dump folder every kernel's
+stages are written: ``tir/`` (the scheduled tensor IR), ``llvm/`` (NVVM IR), ``ptx/``
+and ``ptxas/`` (what ptxas reported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetero.core import progress
+from hetero.core.ir.graph import Graph, Node, index_checks
+from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.ir.tir.canon import canonical_names
+from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.memory import schedule_steps
+from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.target import Declarations, Option, Target
+from hetero.errors import HeteroError, OptionError, PluginError
+from hetero.plugins.cuda.build import BuiltFunction, build_function
+from hetero.plugins.cuda.device import PRESETS, GpuSpec
+from hetero.plugins.cuda.driver import probe
+from hetero.plugins.cuda.part import CudaPart, Step, make_step
+from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
+
+VERSION = "0.1.0"
+
+#: Ops that only rename a C-contiguous array's shape: a view of the device memory.
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+#: Seconds a kernel launch costs before it computes anything (the driver's and the GPU's).
+LAUNCH_SECONDS = 5e-6
+#: The preset a machine without a recognised GPU compiles for.
+DEFAULT_DEVICE = "h100"
+
+#: The compile options cuda reads.
+OPTIONS = (
+    Option("cuda_device", "the GPU to compile for (default: this machine's, where it is one of these, else "
+                          f"{DEFAULT_DEVICE})", types=(str,), choices=tuple(PRESETS)),
+    Option("cuda_threads_per_block", "threads per block of the default schedules (a multiple of 32)",
+           default=THREADS_PER_BLOCK, types=(int,)),
+    Option("cuda_emulate", "run the kernels' scheduled tensor IR in hetero's interpreter instead of on a GPU: "
+                           "slow, for checking what the cuda backend computes on a machine without one (the PTX "
+                           "is still built and checked by ptxas)", default=False, types=(bool,)),
+)
+
+
+@dataclass(frozen=True)
+class CudaSettings:
+    """The backend's reading of its options: the GPU, the block size, whether to emulate."""
+
+    spec: GpuSpec
+    threads_per_block: int
+    emulate: bool
+
+
+def detected_device() -> str:
+    """The preset of this machine's GPU, by its name (an "A100", "H100" or "H200"), else the default."""
+    found = probe()
+    if found.ok:
+        for name in PRESETS:
+            if name in found.name.lower().replace(" ", ""):
+                return name
+    return DEFAULT_DEVICE
+
+
+class CudaBackend(Backend):
+    """NVIDIA GPUs through PTX: the ops whose lowerings the GPU schedules can bind."""
+
+    name = "cuda"
+    version = VERSION
+    device_kind = "gpu"
+    options = OPTIONS
+
+    def __init__(self) -> None:
+        spec = PRESETS[DEFAULT_DEVICE]
+        self.memory = spec.memory_hierarchy()
+        self.peak_gflops = spec.peak_gflops
+        self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
+
+    def device_status(self) -> str:
+        """Whether this machine can run the kernels: the GPU found, or why there is none."""
+        return probe().summary
+
+    def declare(self, options: Mapping[str, Any]) -> Declarations:
+        """The GPU ``cuda_device`` names; refuses a block size the GPU does not allow."""
+        spec = PRESETS[options["cuda_device"] or detected_device()]
+        threads = options["cuda_threads_per_block"]
+        if not 0 < threads <= spec.max_threads_per_block or threads % spec.warp_size:
+            raise OptionError(f"cuda: cuda_threads_per_block must be a multiple of {spec.warp_size} up to "
+                              f"{spec.max_threads_per_block}, got {threads}")
+        settings = CudaSettings(spec, threads, bool(options["cuda_emulate"]))
+        return Declarations(spec.memory_hierarchy(), spec.peak_gflops, (), settings)
+
+    def supports(self, node: Node, target: Target) -> Support:
+        if not is_lowerable(node.op):
+            return Support.no(f"cuda has no lowering for {node.op}")
+        if any(v.type.size == 0 for v in node.outputs):
+            return Support.no(f"{node.name} produces an empty tensor; cuda needs at least one element")
+        if index_checks(node):
+            return Support.no(f"{node.name} ({node.op}) reads with run-time indices, which are checked on the "
+                              "host before use; the cuda kernels do not check them on the device")
+        if node.op in VIEW_OPS:
+            return Support.yes()
+        settings: CudaSettings = target.settings
+        try:
+            default_schedule(lower_node(node), settings.spec, settings.threads_per_block)
+        except HeteroError as exc:
+            return Support.no(f"cuda cannot schedule {node.name} ({node.op}): {exc}")
+        return Support.yes()
+
+    def estimate(self, subgraph: Graph, target: Target) -> float:
+        """A roofline per node over the part of the GPU its outputs can fill (one thread per
+        output element, a full GPU from four thread slots in four per element), plus a
+        launch each."""
+        spec: GpuSpec = target.settings.spec
+        slots = spec.sms * spec.max_threads_per_sm / 4
+        total = 0.0
+        for node in subgraph.nodes:
+            ins = [v.type for v in node.inputs if v is not None]
+            outs = [v.type for v in node.outputs]
+            if node.op in VIEW_OPS:
+                continue
+            fill = min(1.0, max(1, sum(t.size for t in outs)) / slots)
+            flops = get_op(node.op).flops(ins, outs, node.attrs)
+            moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
+            total += LAUNCH_SECONDS + max(flops / (spec.peak_gflops * 1e9), moved / (spec.hbm_gbps * 1e9)) / fill
+        return total
+
+    def compile(self, subgraph: Graph, target: Target) -> CudaPart:
+        settings: CudaSettings = target.settings
+        graph = fuse_epilogues(subgraph)
+        plan = schedule_steps(graph)
+        steps: list[Step] = []
+        made: set[str] = set()
+        built: dict[str, BuiltFunction] = {}
+        outputs_of_graph = {v.name for v in graph.outputs}
+        for index, members_ in enumerate(plan):
+            members, node = list(members_), members_[0]
+            progress.step("kernel", index + 1, len(plan), node.name)
+            source = node.inputs[0] if node.inputs else None
+            if (len(members) == 1 and node.op in VIEW_OPS and source is not None and source.name in made
+                    and source.name not in outputs_of_graph and source.dtype == node.output.dtype
+                    and source.type.size == node.output.type.size):
+                steps.append(Step(f"{node.name} ({node.op})", (source.name,), (node.output.name,), (node.name,),
+                                  view=tuple(node.output.shape)))
+                made.add(node.output.name)
+                continue
+            func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+            canonical = canonical_names(func)
+            try:
+                if canonical.name not in built:
+                    built[canonical.name] = build_function(canonical, settings.spec, settings.threads_per_block)
+            except HeteroError as exc:
+                raise PluginError(f"cuda could not build {node.name} ({'+'.join(n.op for n in members)}): "
+                                  f"{exc}") from exc
+            function = built[canonical.name]
+            if target.dump_dir is not None:
+                _dump(target.dump_dir, func.name, function)
+            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
+                                         if v is not None and v.producer not in members))
+            outputs = tuple(v.name for v in _func_outputs(members))
+            made.update(outputs)
+            steps.append(make_step(f"{node.name} ({'+'.join(n.op for n in members)})", function, inputs, outputs,
+                                   tuple(n.name for n in members), settings.emulate))
+        progress.end("kernel")
+        used = {n for s in steps for n in s.inputs}
+        constants = {n: v.data for n, v in graph.values.items() if v.data is not None and n in used}
+        aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
+        for v in graph.outputs:
+            if v.data is not None:
+                constants[v.name] = v.data
+        return CudaPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
+                        constants, aliases, settings.spec, settings.emulate)
+
+    def load_artifact(self, artifact: bytes) -> CudaPart:
+        return CudaPart.from_artifact(artifact)
+
+
+def _func_outputs(members: list[Node]) -> list:
+    """The values a group hands on, in the order :func:`lower_group` makes them parameters."""
+    ids = {id(n) for n in members}
+    last = list(members[-1].outputs)
+    return last + [v for n in members[:-1] for v in n.outputs if any(id(u) not in ids for u in v.users)]
+
+
+def _dump(folder: Path, name: str, function: BuiltFunction) -> None:
+    """Every stage of each kernel of one node or group: tensor IR, NVVM IR, PTX, ptxas's report."""
+    for k, built in enumerate(function.kernels):
+        stem = name if len(function.kernels) == 1 else f"{name}_{k}"
+        report = built.report
+        figures = (f"kernel {built.kernel.name} for {report.arch}: {report.registers} registers, "
+                   f"{report.shared_bytes} bytes shared, {report.local_bytes} bytes local, "
+                   f"{report.spill_stores_bytes + report.spill_loads_bytes} bytes spilled; launch grid "
+                   f"{built.kernel.launch.grid} block {built.kernel.launch.block}\n")
+        for stage, suffix, text in (("tir", "txt", str(built.func)), ("llvm", "ll", built.kernel.llvm_ir),
+                                    ("ptx", "ptx", built.kernel.ptx), ("ptxas", "txt", figures + report.log)):
+            (folder / stage).mkdir(parents=True, exist_ok=True)
+            (folder / stage / f"{stem}.{suffix}").write_text(text)
+
+
+__all__ = ["CudaBackend", "CudaSettings", "LAUNCH_SECONDS", "detected_device"]
