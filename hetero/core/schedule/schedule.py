@@ -26,6 +26,7 @@ from typing import Any
 from hetero.core.ir.tir.buffer import Partition
 from hetero.core.ir.tir.stmt import Allocate, ForKind, PrimFunc, Stmt
 from hetero.core.schedule import loops as loop_ops
+from hetero.core.schedule import rfactor as rfactor_ops
 from hetero.core.schedule import stages, tiling
 from hetero.core.schedule.trace import BlockRef, BufferRef, Instruction, LoopRef, Ref, Trace
 from hetero.core.schedule.tree import (
@@ -362,6 +363,41 @@ class Schedule:
         self._commit(body, Instruction("pack", (block,), {"buffer": buffer, "axis": axis},
                                        {"factor": factor}))
         return BlockRef(name)
+
+    # -- cross-lane reductions ---------------------------------------------------------
+
+    def rfactor(self, block: BlockRef, loop: LoopRef, at: LoopRef, scope: str = "shared") -> rfactor_ops.RFactored:
+        """Fold ``block``'s reduction along ``loop`` into a buffer of partials, one per
+        iteration of ``loop`` and of the loops between ``at`` and the accumulator,
+        allocated in ``scope`` at the start of ``at``'s body; then halve the partials in
+        log2 steps and run the stage's epilogue on the first (TVM's ``rfactor`` with the
+        cross-thread reduction that follows it on a GPU). ``loop`` must be the outermost
+        loop folding the one-element accumulator lowering makes (split and reorder the
+        reduction first), and ``at`` must enclose the accumulator with only loops and
+        guards between them; each is copied into every step (fresh names), keeping its
+        kind. The steps are separate nests, so they mean the same serial or bound to
+        threads; the loops left are returned for :meth:`bind`. A sum is reassociated; a
+        maximum, a minimum or an integer product is unchanged.
+
+        Before / after ``rfactor(Y, r_1, i_0)`` (``r`` split by 4 and reordered)::
+
+            for i_0 in range(4) {                 for i_0 in range(4) {
+              alloc Y_acc: f32[1] local {           alloc Y_rf: f32[4] shared {
+                Y_acc[0] = 0.0                        for r_1 in range(4) {
+                for r_1 in range(4) {                   alloc Y_acc { Y_acc[0] = 0.0
+                  for r_0 in range(25) {                  for r_0: Y_acc[0] = Y_acc[0] + X[i_0, r_0 * 4 + r_1]
+                    Y_acc[0] = Y_acc[0] + X[..]           Y_rf[r_1] = Y_acc[0] }
+                Y[i_0] = Y_acc[0]                     for r_1_1 in range(4): if r_1_1 < 2:  Y_rf[r_1_1] += Y_rf[r_1_1 + 2]
+                                                      for r_1_2 in range(4): if r_1_2 < 1:  Y_rf[r_1_2] += Y_rf[r_1_2 + 1]
+                                                      Y[i_0] = Y_rf[0]
+        """
+        block_path = self._block_path(block)
+        at_path, loop_path = self._loop_path(at), self._loop_path(loop)
+        label = f"rfactor {block} along {loop}"
+        body, left = rfactor_ops.rfactor(self.func, block_path, at_path, loop_path, scope,
+                                         self._names_near(loop_path), label)
+        self._commit(body, Instruction("rfactor", (block, loop, at), {"scope": scope}))
+        return left
 
     # -- internals ----------------------------------------------------------------------
 

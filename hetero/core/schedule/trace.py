@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: that name with the instruction's inputs, attrs and decisions.
 KINDS = ("split", "reorder", "fuse", "vectorize", "parallel", "unroll", "bind", "pipeline",
          "annotate", "cache_read", "cache_write", "compute_at", "compute_inline",
-         "tile_accumulator", "pack")
+         "tile_accumulator", "pack", "rfactor")
 
 TRACE_FORMAT = 1
 
