@@ -136,11 +136,13 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--option {item!r}: write NAME=VALUE (e.g. npu_sram_kib=64)")
-        options[name] = _option_value(text)
+        options[name] = option_value(text)
     return options
 
 
-def _option_value(text: str) -> object:
+def option_value(text: str) -> object:
+    """The value of ``NAME=VALUE`` text: ``true``/``false`` booleans, integers and decimals
+    numbers, anything else the string."""
     if text in ("true", "false"):
         return text == "true"
     try:

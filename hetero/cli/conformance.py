@@ -23,6 +23,9 @@ def add_parser(subs: Any) -> None:
     conformance.add_argument("--max-examples", type=int, metavar="N",
                              help="cases drawn per op and dtype (default 5)")
     conformance.add_argument("--ops", metavar="OP,OP", help="check only these ops op by op")
+    conformance.add_argument("-O", "--option", action="append", default=[], metavar="NAME=VALUE",
+                             help="a compile option of the backend for every check (repeatable), "
+                                  "e.g. -O cuda_emulate=true")
     conformance.set_defaults(func=cmd_conformance)
 
 
@@ -56,4 +59,6 @@ def cmd_conformance(args: argparse.Namespace) -> int:
                           ("--hetero-ops", args.ops)):
         if value is not None:
             argv += [option, str(value)]
+    for item in args.option:
+        argv += ["--hetero-option", item]
     return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1

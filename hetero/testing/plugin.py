@@ -16,6 +16,8 @@ Options:
   (``test_op[Conv-float16]``; ``#`` starts a comment). A listed test that fails is
   an xfail; a listed test that passes fails the run, asking for the line's removal.
 - ``--hetero-report-json FILE``: write the report (:mod:`hetero.testing.matrix`).
+- ``--hetero-option NAME=VALUE`` (repeatable): a compile option of the backend, for
+  every check (``cuda_emulate=true``: the cuda backend's kernels run in the interpreter).
 
 JUnit XML comes from pytest's own ``--junitxml FILE``; test names read as
 ``test_op[Conv-float32]``. The JSON report's ``details`` carry each failed check's
@@ -42,6 +44,9 @@ SUITE = Path(__file__).with_name("suite.py")
 #: Cases drawn per (op, dtype) unless ``--hetero-max-examples`` says otherwise.
 DEFAULT_MAX_EXAMPLES = 5
 
+#: The backend's compile options for this run (``--hetero-option``), read by the suite.
+BACKEND_OPTIONS: dict[str, object] = {}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the ``--hetero-*`` options."""
@@ -56,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="test names expected to fail, one a line; '#' comments")
     group.addoption("--hetero-report-json", metavar="FILE", default=None,
                     help="write the op x dtype matrix and every check's outcome as JSON")
+    group.addoption("--hetero-option", metavar="NAME=VALUE", action="append", default=[],
+                    help="a compile option of the backend for every check (repeatable)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,6 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("hetero_max_examples") < 1:
         raise pytest.UsageError("--hetero-max-examples must be at least 1")
     known = _read_known_failures(config.getoption("hetero_known_failures"))
+    BACKEND_OPTIONS.clear()
+    BACKEND_OPTIONS.update(_read_options(config.getoption("hetero_option")))
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         config.args.append(str(SUITE))
     else:
@@ -73,6 +82,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [str(SUITE)]
     config.pluginmanager.register(Conformance(name, known), "hetero-conformance")
     _keep_hypothesis_out_of_cwd()
+
+
+def _read_options(items: list[str]) -> dict[str, object]:
+    from hetero.cli.common import option_value
+
+    options = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise pytest.UsageError(f"--hetero-option {item!r}: write NAME=VALUE (e.g. cuda_emulate=true)")
+        options[name] = option_value(text)
+    return options
 
 
 @dataclass

@@ -57,6 +57,7 @@ from hetero.testing.cases import (
 )
 from hetero.testing.matrix import UNSUPPORTED_PREFIX
 from hetero.testing.models import MODELS, calibration_inputs, model_inputs
+from hetero.testing.plugin import BACKEND_OPTIONS
 
 #: Generated cases tried per dtype when a backend declines an op's example case.
 ACCEPTED_SEARCH = 50
@@ -80,8 +81,9 @@ def _run(part: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 @functools.cache
 def _target(backend: Backend) -> Target:
-    """The backend bound to its default options: what every direct check compiles for."""
-    return bind(backend)
+    """The backend bound to the run's options (``--hetero-option``; by default none): what
+    every direct check compiles for."""
+    return bind(backend, BACKEND_OPTIONS)
 
 
 def _name(config: pytest.Config) -> str:
@@ -426,7 +428,7 @@ def test_model(backend: Backend, model: Callable[[], Graph]) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exe = hetero.compile(graph, targets=targets, min_ratio=0.0)
+            exe = hetero.compile(graph, targets=targets, min_ratio=0.0, **BACKEND_OPTIONS)
     except HeteroError as exc:
         _fail(f"{graph.name} on {'+'.join(targets)} does not compile: {exc}")
     failed = [f for f in exe.fallbacks if f.backend == backend.name]
@@ -465,9 +467,10 @@ def test_model_int8(backend: Backend, int8_model: Callable[[], Graph]) -> None:
                 # Compiling never lowers QDQ units for the fallback (it runs integer ops
                 # but does not cause them); it meets them in a region an integer backend
                 # declined. Give it that integer graph itself.
-                exe = hetero.compile(lowered, targets=targets, min_ratio=0.0, passes=[])
+                exe = hetero.compile(lowered, targets=targets, min_ratio=0.0, passes=[], **BACKEND_OPTIONS)
             else:
-                exe = hetero.compile(graph, targets=targets, min_ratio=0.0, quantize=samples)
+                exe = hetero.compile(graph, targets=targets, min_ratio=0.0, quantize=samples,
+                                     **BACKEND_OPTIONS)
     except HeteroError as exc:
         _fail(f"{graph.name} quantised to int8 on {'+'.join(targets)} does not compile: {exc}")
     failed = [f for f in exe.fallbacks if f.backend == backend.name]
@@ -511,7 +514,7 @@ def test_bad_input(backend: Backend, pytestconfig: pytest.Config, kind: str) -> 
     case = next((c for c in cases if c.graph.inputs and _declined(backend, c.graph) is None), None)
     if case is None:
         pytest.skip(f"{backend.name} accepts no example case with an input")
-    exe = hetero.compile(case.graph, targets=[backend.name], strict=True, passes=[])
+    exe = hetero.compile(case.graph, targets=[backend.name], strict=True, passes=[], **BACKEND_OPTIONS)
     exe.run(case.inputs)
     try:
         exe.run(_bad_inputs(kind, case.graph, case.inputs))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hetero.core.ir.tir.buffer import Buffer
+from hetero.core.ir.types import as_dtype
 from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
@@ -93,7 +94,7 @@ def make_step(name: str, built: BuiltFunction, inputs: tuple[str, ...], outputs:
 
 
 def _type(buffer: Buffer) -> tuple[tuple[int, ...], str]:
-    return tuple(int(d) for d in buffer.shape), np.dtype(buffer.dtype).str
+    return tuple(int(d) for d in buffer.shape), np.dtype(buffer.dtype).name
 
 
 class CudaPart:
@@ -142,8 +143,8 @@ class CudaPart:
             if step.view is not None:
                 env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
                 continue
-            outs = [device.allocate(shape, np.dtype(dtype)) for shape, dtype in step.output_types]
-            scratch = [device.allocate(shape, np.dtype(dtype)) for shape, dtype in step.workspaces]
+            outs = [device.allocate(shape, as_dtype(dtype)) for shape, dtype in step.output_types]
+            scratch = [device.allocate(shape, as_dtype(dtype)) for shape, dtype in step.workspaces]
             args = [*(env[n] for n in step.inputs), *outs, *scratch]
             for k, kernel in enumerate(step.kernels):
                 label = step.name if len(step.kernels) == 1 else f"{step.name} [{k}]"
