@@ -50,8 +50,9 @@ def default_schedule(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THR
 def _rules() -> tuple[Callable[[Schedule, str, GpuSpec], bool], ...]:
     """The schedules of their own, tried in order on each stage before the default
     binding: each applies itself and returns True where the stage is of its kind."""
+    from hetero.plugins.cuda.schedules_gemm import schedule_gemm
     from hetero.plugins.cuda.schedules_reduce import cross_thread_reduction  # it imports this module
-    return (cross_thread_reduction,)
+    return (schedule_gemm, cross_thread_reduction)
 
 
 def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: int) -> None:
