@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 import math
 
-from hetero.core.ir.tir.stmt import Block, IterKind, PrimFunc
+from hetero.core.ir.tir.stmt import Block, For, IterKind, PrimFunc, walk
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
@@ -58,6 +58,8 @@ def _rules() -> tuple[Callable[[Schedule, str, GpuSpec], bool], ...]:
 def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: int) -> None:
     path = find_block(sch.func.body, name)
     block = node_at(sch.func.body, path) if path is not None else None
+    if isinstance(block, Block) and not any(isinstance(s, For) for s in walk(block)):
+        return  # a scalar: one thread computes it (the launch is one block of one thread)
     if not isinstance(block, Block) or not block.iters:
         raise ScheduleError(f"stage {name} of {sch.func.name} is written as statements (no spatial "
                             "iterators): the GPU's default schedule cannot tell which loops are parallel")
@@ -68,6 +70,8 @@ def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: in
             break
         leading.append(loop)
     if not leading:
+        if not spatial:
+            return  # a reduction to one value that no schedule of its own took: one thread folds it
         raise ScheduleError(f"stage {name} of {sch.func.name} has no leading spatial loop to bind")
     fused = sch.fuse(*leading) if len(leading) > 1 else leading[0]
     elements = sch.extent(fused)
