@@ -224,6 +224,11 @@ class SimulationError(HeteroError):
     between engines, a bad operand, a corrupt encoding); the message names the instruction."""
 
 
+class DeviceUnavailableError(HeteroError):
+    """A backend's device is not on this machine (no GPU, no driver): its parts compile and
+    save, but cannot run here."""
+
+
 class QuantizationError(HeteroError):
     """A graph cannot be quantised as asked (already quantised, a tensor left uncalibrated,
     a calibration that is empty or malformed)."""

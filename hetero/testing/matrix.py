@@ -33,6 +33,8 @@ _CELL = {"passed": "ok", "failed": "FAIL", "unsupported": "unsup", "xfail": "xfa
 
 # The reason prefix the suite gives a skip meaning "the backend declined every case".
 UNSUPPORTED_PREFIX = "unsupported:"
+# The reason prefix of a check that compiled but needs a device this machine lacks.
+NOT_RUN_PREFIX = "compiled, not run:"
 
 
 @dataclass
@@ -102,6 +104,11 @@ class Report:
             cells = [_CELL[row[d]] if d in row else "-" for d in dtypes]
             lines.append("  ".join([op.ljust(width), *(s.ljust(c) for s, c in zip(cells, cols))]).rstrip())
         lines.append(self._totals())
+        unrun = [d for t, d in sorted(self.details.items()) if self.tests.get(t) == "skipped"
+                 and NOT_RUN_PREFIX in d]
+        if unrun:
+            why = unrun[0].split(NOT_RUN_PREFIX, 1)[1].strip()
+            lines.append(f"{len(unrun)} skipped checks compiled everything they could and did not run it here: {why}")
         return "\n".join(lines)
 
     def _totals(self) -> str:

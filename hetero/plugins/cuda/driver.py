@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from hetero.errors import HeteroError
+from hetero.errors import DeviceUnavailableError, HeteroError
 
 #: What to install for the runtime.
 INSTALL_HINT = "install hetero's cuda extra (pip install 'hetero[cuda]') for the CUDA driver bindings"
 
 
-class NoCudaDeviceError(HeteroError):
+class NoCudaDeviceError(DeviceUnavailableError):
     """The machine has no GPU the CUDA driver can use (or no driver, or no bindings)."""
 
 
