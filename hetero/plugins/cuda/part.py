@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 import json
+import math
 import pickle
 import time
 from typing import Any
@@ -171,16 +172,17 @@ class CudaPart:
         """Each kernel's launch and resources as ptxas reported them, with its occupancy on
         the declared GPU, and the last run's time per kernel."""
         times = dict(self.last_profile)
-        where = "emulated in the interpreter" if self.emulate else "on the GPU"
-        lines = [f"{self.kernel_count} kernels for {self.spec.name} ({self.spec.arch}); last run {where}",
-                 f"  {'kernel':<34} {'grid':>6} {'block':>5} {'regs':>4} {'smem B':>7} {'spill B':>7} "
+        where = ("not run yet" if not self.last_profile else
+                 "last run emulated in the interpreter" if self.emulate else "last run on the GPU")
+        lines = [f"{self.kernel_count} kernels for {self.spec.name} ({self.spec.arch}); {where}",
+                 f"  {'kernel':<34} {'blocks':>6} {'block':>5} {'regs':>4} {'smem B':>7} {'spill B':>7} "
                  f"{'occupancy':>9} {'time':>10}"]
         for step in self.steps:
             for k, kernel in enumerate(step.kernels):
                 label = step.name if len(step.kernels) == 1 else f"{step.name} [{k}]"
                 occupancy = self.spec.occupancy(kernel.threads_per_block, kernel.registers, kernel.shared_bytes)
                 took = f"{times[label] * 1e6:.1f} us" if label in times else "-"
-                lines.append(f"  {label[:34]:<34} {kernel.grid[0]:>6} {kernel.threads_per_block:>5} "
+                lines.append(f"  {label[:34]:<34} {math.prod(kernel.grid):>6} {kernel.threads_per_block:>5} "
                              f"{kernel.registers:>4} {kernel.shared_bytes:>7} {kernel.spill_bytes:>7} "
                              f"{occupancy:>9.0%} {took:>10}")
         return "\n".join(lines)
