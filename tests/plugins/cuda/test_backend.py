@@ -10,6 +10,7 @@ and the transfers; the PTX itself is checked by ptxas, and on a GPU by test_on_g
 
 from __future__ import annotations
 
+from dataclasses import replace
 import io
 from pathlib import Path
 import warnings
@@ -29,6 +30,7 @@ from hetero.core.plugin.target import bind
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, OptionError
 from hetero.plugins.cuda import backend as cuda_backend
+from hetero.plugins.cuda.device import PRESETS
 from hetero.plugins.cuda.driver import NoCudaDeviceError, probe
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 
@@ -179,3 +181,17 @@ def test_compile_dump_writes_every_stage_of_every_kernel(tmp_path: Path) -> None
     assert "blockIdx.x" in (dump / "cuda" / "tir" / "conv.txt").read_text()
     assert "ptx_kernel" in (dump / "cuda" / "llvm" / "conv.ll").read_text()
     assert "registers" in (dump / "cuda" / "ptxas" / "conv.txt").read_text()
+
+
+def test_a_kernel_over_the_declared_limits_is_refused_at_compile_time_and_the_report_says_why(monkeypatch) -> None:
+    # A GPU declared with 16 registers a thread: every conv kernel ptxas makes needs more.
+    tight = replace(PRESETS["a100"], max_registers_per_thread=16)
+    monkeypatch.setitem(PRESETS, "a100", tight)
+    graph = _small_net()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exe = hetero.compile(graph, targets=["cuda", "llvm_cpu"], cuda_device="a100")
+    assert [f.backend for f in exe.fallbacks] == ["cuda"]
+    assert "registers" in str(exe.fallbacks[0]) and "16" in str(exe.fallbacks[0])
+    assert "registers" in exe.report()
+    assert {p.backend for p in exe.placements} == {"llvm_cpu"}
