@@ -1,0 +1,146 @@
+"""C simulation: the emitted HLS C++ compiled with g++ into a shared library and called
+through ctypes on numpy arrays, as Vitis's csim runs a kernel's C++ on the host.
+
+:func:`compile_kernel` compiles an :class:`~hetero.plugins.fpga_hls.emit.HlsKernel`
+with :data:`GXX_FLAGS` (the pragmas are comments to g++; the warnings that remain are
+errors, so the code HLS gets is clean) and returns a :class:`CsimKernel` to call.
+
+Cache: a library is kept under the SHA-256 of the compiler's version, the flags and
+the source, in ``$HETERO_CACHE_DIR/fpga_hls_csim`` when that is set, else
+``$XDG_CACHE_HOME/hetero/fpga_hls_csim`` (``~/.cache/hetero/fpga_hls_csim``), so a
+kernel is compiled once per distinct source on this machine. The folder is made
+private (0700) and refused, as the compile cache refuses its own
+(:meth:`hetero.core.runtime.cache.CompileCache.check_folder`), when another user owns
+it or others can write it: what is loaded from it runs as this process. A library is
+written to a temporary name and moved into place, so a concurrent reader sees the
+whole file or none.
+
+Errors: g++ missing is a :class:`CodegenError` saying to install it; a compile error
+is a CodegenError naming the kernel and the first line g++ reports an error on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+import ctypes
+from dataclasses import dataclass
+import functools
+import hashlib
+import os
+from pathlib import Path
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from hetero.core.runtime.cache import CACHE_ENV, CompileCache
+from hetero.errors import CodegenError, InputError
+from hetero.plugins.fpga_hls.emit import HlsKernel
+
+#: The flags C simulation compiles with (the ``-Wno-`` ones silence what the ap_types
+#: headers raise and what HLS idioms are: unknown pragmas, unused labels).
+GXX_FLAGS = ("-std=c++14", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-Wno-unused-label",
+             "-Wno-uninitialized", "-Wno-maybe-uninitialized", "-fPIC", "-shared")
+INSTALL_HINT = "g++ was not found on the PATH; install it (Debian/Ubuntu: apt-get install g++) for C simulation"
+
+
+@functools.cache
+def find_gxx() -> str | None:
+    """The path of g++, or None."""
+    return shutil.which("g++")
+
+
+@functools.cache
+def _gxx_version(gxx: str) -> str:
+    done = subprocess.run([gxx, "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def cache_folder() -> Path:
+    """Where compiled kernels are kept (see the module's docstring)."""
+    root = os.environ.get(CACHE_ENV)
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                            "hetero")
+    return Path(root).expanduser() / "fpga_hls_csim"
+
+
+@dataclass(frozen=True)
+class CsimKernel:
+    """A compiled kernel: ``library`` is the shared object, ``kernel`` what it was built from."""
+
+    kernel: HlsKernel
+    library: Path
+    _fn: ctypes._CFuncPtr
+
+    def run(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Call the kernel as :func:`hetero.core.ir.tir.run_func` runs a function: ``arrays``
+        gives every parameter by name; each is copied into a C-contiguous array of the
+        parameter's dtype, the kernel writes the copies, and all are returned by name."""
+        copies = []
+        for b in self.kernel.params:
+            if b.name not in arrays:
+                raise InputError(f"kernel {self.kernel.top}: no array for parameter {b.name}")
+            a = np.array(arrays[b.name], dtype=b.dtype, copy=True, order="C")
+            if a.shape != b.shape:
+                raise InputError(f"kernel {self.kernel.top}: {b.name} must have shape {b.shape}, got {a.shape}")
+            copies.append(a)
+        self(*copies)
+        return {b.name: a for b, a in zip(self.kernel.params, copies)}
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Call the kernel in place on ``arrays``, one a parameter in order, each C-contiguous
+        of the parameter's dtype and shape (checked: a wrong one would be read out of bounds)."""
+        params = self.kernel.params
+        if len(arrays) != len(params):
+            raise InputError(f"kernel {self.kernel.top} takes {len(params)} arrays, got {len(arrays)}")
+        for b, a in zip(params, arrays):
+            if a.dtype != b.dtype or a.shape != b.shape or not a.flags.c_contiguous or not a.flags.writeable:
+                raise InputError(f"kernel {self.kernel.top}: {b.name} must be a writeable C-contiguous "
+                                 f"{b.dtype} array of shape {b.shape}, got {a.dtype} {a.shape}")
+        self._fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays))
+
+
+def compile_kernel(kernel: HlsKernel, flags: Sequence[str] = (), cache: Path | None = None) -> CsimKernel:
+    """``kernel`` compiled with :data:`GXX_FLAGS` (and ``flags`` after them, as an
+    ``-isystem`` for the ap_types headers) into a cached library, loaded."""
+    gxx = find_gxx()
+    if gxx is None:
+        raise CodegenError(f"kernel {kernel.top}: {INSTALL_HINT}")
+    all_flags = (*GXX_FLAGS, *flags)
+    digest = hashlib.sha256("\0".join((_gxx_version(gxx), *all_flags, kernel.source)).encode()).hexdigest()
+    folder = cache or cache_folder()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    CompileCache(folder).check_folder()
+    library = folder / f"{kernel.top}-{digest[:32]}.so"
+    if not library.is_file():
+        _build(gxx, kernel, all_flags, folder, library)
+    return CsimKernel(kernel, library, _load(str(library), kernel.top, len(kernel.params)))
+
+
+def _build(gxx: str, kernel: HlsKernel, flags: Sequence[str], folder: Path, library: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as work:
+        source = Path(work) / f"{kernel.top}.cpp"
+        source.write_text(kernel.source)
+        (Path(work) / f"{kernel.top}.h").write_text(kernel.header)
+        out = Path(work) / "kernel.so"
+        done = subprocess.run([gxx, *flags, str(source), "-o", str(out)], capture_output=True, text=True,
+                              check=False)
+        if done.returncode != 0:
+            raise CodegenError(f"kernel {kernel.top}: g++ failed: {first_error(done.stderr)}")
+        os.replace(out, library)
+
+
+def first_error(stderr: str) -> str:
+    """The first line of g++'s output that reports an error (else its first line)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "error" in ln), lines[0] if lines else "no message")
+
+
+@functools.cache
+def _load(path: str, top: str, arity: int) -> ctypes._CFuncPtr:
+    fn = getattr(ctypes.CDLL(path), top)
+    fn.argtypes = [ctypes.c_void_p] * arity
+    fn.restype = None
+    return fn
