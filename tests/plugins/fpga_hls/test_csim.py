@@ -17,7 +17,10 @@ import numpy as np
 import pytest
 
 from hetero.core.ir import GraphBuilder
-from hetero.core.ir.tir import Buffer, For, PrimFunc, Store, Var, cast, run_func
+from hetero.core.ir.tir import (
+    Buffer, For, Logical, Not, PrimFunc, Store, Var, call, cast, const, lt, maximum, minimum, run_func, select, seq,
+)
+from hetero.core.ir.tir.expr import binary, bitcast, ne
 from hetero.core.lower import lower_node
 from hetero.errors import CodegenError
 from hetero.plugins.fpga_hls import csim
@@ -170,3 +173,37 @@ def test_a_kernel_is_compiled_once_and_then_loaded_from_the_cache(cache: Path) -
     again = compile_kernel(kernel, cache=cache)
     assert again.library == first.library and again.library.stat().st_mtime_ns == stamp
     assert not cache.stat().st_mode & 0o022  # private: what it holds is loaded as code
+
+
+def test_every_expression_class_matches_the_interpreter(cache: Path) -> None:
+    """Integer wrap of narrow unsigned types, shifts, bit operations, integer powers (wrapping),
+    min/max, floored division on int64 loads, bitcasts, bools, logical
+    operators, float16 computed in float, and a float to uint32 conversion: one output each."""
+    U, I, L = Buffer("U", (5,), "uint16"), Buffer("I", (5,), "int32"), Buffer("L", (5,), "int64")
+    F, H = Buffer("F", (5,), "float32"), Buffer("H", (5,), "float16")
+    outs = [Buffer(f"O{k}", (5,), dt) for k, dt in enumerate(
+        ["uint16", "int32", "int32", "int64", "uint32", "bool", "float16", "uint32", "int32"])]
+    i = Var("i")
+    u, n, w, f, h = U[i], I[i], L[i], F[i], H[i]
+    values = [
+        u * u + binary("shl", u, 3),
+        binary("shr", n, 2) + binary("bit_xor", n, 0x55) - binary("bit_and", n, 0xF0) + binary("bit_or", n, 1),
+        binary("pow", n, cast(i, "int32")) + maximum(n, 3) - minimum(n, -3),
+        w // 3 + w % -4 - w // (w + 7),
+        bitcast(f, "uint32"),
+        Logical("or", Not(lt(f, 0.0)), ne(n, 5)),
+        h * h + call("exp", h),
+        cast(f * 1e9, "uint32"),
+        cast(select(lt(f, 0.0), const(1, "int8"), const(-2, "int8")), "int32"),
+    ]
+    body = For(i, 5, seq(*(Store(o, (i,), v) for o, v in zip(outs, values))))
+    func = PrimFunc("zoo", (U, I, L, F, H, *outs), body)
+    inputs = {"U": np.array([65535, 300, 7, 0, 40000], np.uint16),
+              "I": np.array([-7, 5, 2**31 - 1, -2**31, 3], np.int32),
+              "L": np.array([-10, 11, -2**62, 2**62, -7], np.int64),
+              "F": np.array([-1.5, 0.25, 3.0, -0.0, 4.1], np.float32),
+              "H": np.array([1.5, -2.25, 3.0e2, 0.001, 7.0], np.float16)}
+    got, ref = both(func, inputs, cache)
+    for o in outs:
+        np.testing.assert_array_equal(got[o.name], ref[o.name], err_msg=o.name)
+
