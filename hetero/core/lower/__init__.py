@@ -1,6 +1,6 @@
 """Lowering canonical ops to the tensor IR; importing this package registers every family."""
 
-from hetero.core.lower.registry import is_lowerable, lower_group, lower_node, lowers
+from hetero.core.lower.registry import group_outputs, is_lowerable, lower_group, lower_node, lowers
 from hetero.core.lower import elementwise, quant, reduce, tensor  # noqa: F401
 from hetero.core.lower import conv_pool, nn, qint  # noqa: F401
 from hetero.core.lower import indexing  # noqa: F401
@@ -13,4 +13,4 @@ from hetero.core.lower import unpool  # noqa: F401
 from hetero.core.lower import rnn  # noqa: F401
 from hetero.core.lower import deform  # noqa: F401
 
-__all__ = ["is_lowerable", "lower_group", "lower_node", "lowers"]
+__all__ = ["group_outputs", "is_lowerable", "lower_group", "lower_node", "lowers"]

@@ -84,6 +84,16 @@ def lower_node(node: Node) -> PrimFunc:
     return lower_group([node], node.name)
 
 
+def group_outputs(nodes: Sequence[Node]) -> list[Value]:
+    """The values a group hands on, in the order :func:`lower_group` makes them parameters by
+    default: the last node's outputs, then every other member's output that a node outside
+    the group reads."""
+    members = {id(n) for n in nodes}
+    return list(nodes[-1].outputs) + [
+        v for n in nodes[:-1] for v in n.outputs if any(id(u) not in members for u in v.users)
+    ]
+
+
 def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | None = None) -> PrimFunc:
     """``nodes`` (in topological order) as one function.
 
@@ -93,11 +103,8 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
     that a node outside the group reads. Parameters: the group's external inputs in
     order of first use, then its outputs.
     """
-    members = {id(n) for n in nodes}
     if outputs is None:
-        outputs = list(nodes[-1].outputs) + [
-            v for n in nodes[:-1] for v in n.outputs if any(id(u) not in members for u in v.users)
-        ]
+        outputs = group_outputs(nodes)
     taken: set[str] = set()
     tensors: dict[int, Tensor] = {}
     params: list[Tensor] = []

@@ -26,7 +26,7 @@ from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import get_op, op_names
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower import group_outputs, is_lowerable, lower_group, lower_node
 from hetero.core.memory import schedule_steps
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
@@ -173,7 +173,7 @@ class CudaBackend(Backend):
                 _dump(target.dump_dir, func.name, function)
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
                                          if v is not None and v.producer not in members))
-            outputs = tuple(v.name for v in _func_outputs(members))
+            outputs = tuple(v.name for v in group_outputs(members))
             made.update(outputs)
             steps.append(make_step(f"{node.name} ({'+'.join(n.op for n in members)})", function, inputs, outputs,
                                    tuple(n.name for n in members), settings.emulate))
@@ -189,13 +189,6 @@ class CudaBackend(Backend):
 
     def load_artifact(self, artifact: bytes) -> CudaPart:
         return CudaPart.from_artifact(artifact)
-
-
-def _func_outputs(members: list[Node]) -> list:
-    """The values a group hands on, in the order :func:`lower_group` makes them parameters."""
-    ids = {id(n) for n in members}
-    last = list(members[-1].outputs)
-    return last + [v for n in members[:-1] for v in n.outputs if any(id(u) not in ids for u in v.users)]
 
 
 def _dump(folder: Path, name: str, function: BuiltFunction) -> None:

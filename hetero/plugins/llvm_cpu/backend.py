@@ -16,7 +16,7 @@ from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower import group_outputs, is_lowerable, lower_group, lower_node
 from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
 from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
@@ -131,7 +131,7 @@ class LlvmCpuBackend(Backend):
             kernel = compile_kernel(canonical_names(scheduled), threads, schedule.trace)
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled, target.options["aot"])
-            outputs = tuple(v.name for v in func_outputs(members))
+            outputs = tuple(v.name for v in group_outputs(members))
             made.update(outputs)
             label = f"{node.name} ({'+'.join(n.op for n in members)})"
             steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members),
@@ -148,13 +148,6 @@ class LlvmCpuBackend(Backend):
 
     def load_artifact(self, artifact: bytes) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
-
-
-def func_outputs(members: list[Node]) -> list:
-    """The values a group hands on, in the order :func:`lower_group` makes them parameters."""
-    ids = {id(n) for n in members}
-    last = list(members[-1].outputs)
-    return last + [v for n in members[:-1] for v in n.outputs if any(id(u) not in ids for u in v.users)]
 
 
 def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any, aot: str | None) -> None:
