@@ -26,8 +26,8 @@ from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import get_op, op_names
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import group_outputs, is_lowerable, lower_group, lower_node
-from hetero.core.memory import schedule_steps
+from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
@@ -40,8 +40,6 @@ from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
 
 VERSION = "0.1.0"
 
-#: Ops that only rename a C-contiguous array's shape: a view of the device memory.
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 #: Seconds a kernel launch costs before it computes anything (the driver's and the GPU's).
 LAUNCH_SECONDS = 5e-6
 #: The preset a machine without a recognised GPU compiles for.
@@ -144,46 +142,28 @@ class CudaBackend(Backend):
     def compile(self, subgraph: Graph, target: Target) -> CudaPart:
         settings: CudaSettings = target.settings
         graph = fuse_epilogues(subgraph)
-        plan = schedule_steps(graph)
+        plan = kernel_steps(graph, VIEW_OPS)
         steps: list[Step] = []
-        made: set[str] = set()
         built: dict[str, BuiltFunction] = {}
-        outputs_of_graph = {v.name for v in graph.outputs}
-        for index, members_ in enumerate(plan):
-            members, node = list(members_), members_[0]
-            progress.step("kernel", index + 1, len(plan), node.name)
-            source = node.inputs[0] if node.inputs else None
-            if (len(members) == 1 and node.op in VIEW_OPS and source is not None and source.name in made
-                    and source.name not in outputs_of_graph and source.dtype == node.output.dtype
-                    and source.type.size == node.output.type.size):
-                steps.append(Step(f"{node.name} ({node.op})", (source.name,), (node.output.name,), (node.name,),
-                                  view=tuple(node.output.shape)))
-                made.add(node.output.name)
+        for index, step in enumerate(plan):
+            progress.step("kernel", index + 1, len(plan), step.node.name)
+            if step.view is not None:
+                steps.append(Step(step.label, step.inputs, step.outputs, step.names, view=step.view))
                 continue
-            func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+            members = list(step.members)
+            func = lower_group(members, step.node.name) if len(members) > 1 else lower_node(step.node)
             canonical = canonical_names(func)
             try:
                 if canonical.name not in built:
                     built[canonical.name] = build_function(canonical, settings.spec, settings.threads_per_block)
             except HeteroError as exc:
-                raise PluginError(f"cuda could not build {node.name} ({'+'.join(n.op for n in members)}): "
-                                  f"{exc}") from exc
+                raise PluginError(f"cuda could not build {step.label}: {exc}") from exc
             function = built[canonical.name]
             if target.dump_dir is not None:
                 _dump(target.dump_dir, func.name, function)
-            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
-                                         if v is not None and v.producer not in members))
-            outputs = tuple(v.name for v in group_outputs(members))
-            made.update(outputs)
-            steps.append(make_step(f"{node.name} ({'+'.join(n.op for n in members)})", function, inputs, outputs,
-                                   tuple(n.name for n in members), settings.emulate))
+            steps.append(make_step(step.label, function, step.inputs, step.outputs, step.names, settings.emulate))
         progress.end("kernel")
-        used = {n for s in steps for n in s.inputs}
-        constants = {n: v.data for n, v in graph.values.items() if v.data is not None and n in used}
-        aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
-        for v in graph.outputs:
-            if v.data is not None:
-                constants[v.name] = v.data
+        constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
         return CudaPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
                         constants, aliases, settings.spec, settings.emulate)
 

@@ -16,8 +16,9 @@ from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import group_outputs, is_lowerable, lower_group, lower_node
-from hetero.core.memory import MemoryHierarchy, MemoryLevel, schedule_steps
+from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower.steps import VIEW_OPS, kernel_steps
+from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
@@ -32,9 +33,6 @@ from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 VERSION = "0.1.0"
 
 
-#: Ops that only rename a C-contiguous array's shape: where their operand is an array
-#: this part made, their step is a numpy view of it, with no kernel and no copy.
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 
 
 def _host_memory() -> MemoryHierarchy:
@@ -106,35 +104,23 @@ class LlvmCpuBackend(Backend):
         steps: list[Step] = []
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
-        plan = schedule_steps(graph)
-        made: set[str] = set()  # values a kernel of this part writes
-        outputs_of_graph = {v.name for v in graph.outputs}
+        plan = kernel_steps(graph, VIEW_OPS)
         for index, step in enumerate(plan):
-            members, node = list(step), step[0]
+            members, node = list(step.members), step.node
             progress.step("kernel", index + 1, len(plan), node.name)
-            source = node.inputs[0] if node.inputs else None
-            if (len(members) == 1 and node.op in VIEW_OPS and source is not None
-                    and source.name in made and source.name not in outputs_of_graph
-                    and source.dtype == node.output.dtype and source.type.size == node.output.type.size):
+            if step.view is not None:
                 # A fresh array of ours that no caller holds: viewing it is safe and free.
-                steps.append(Step(f"{node.name} ({node.op})", None, (source.name,), (node.output.name,),
-                                  (node.name,), view=tuple(node.output.shape)))
-                made.add(node.output.name)
+                steps.append(Step(step.label, None, step.inputs, step.outputs, step.names, view=step.view))
                 continue
             func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
-            inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs
-                                         if v is not None and v.producer not in members))
             # Stages that only reorder weights (packing) run here, once, not on every call.
             schedule = default_schedule(func, threads)
-            scheduled, inputs = packer.apply(schedule.func, inputs, node.name)
+            scheduled, inputs = packer.apply(schedule.func, step.inputs, node.name)
             # Canonical names make equal kernels (same op, shapes, attributes) one compile.
             kernel = compile_kernel(canonical_names(scheduled), threads, schedule.trace)
             if dump is not None:
                 _dump(dump, func.name, kernel, scheduled, target.options["aot"])
-            outputs = tuple(v.name for v in group_outputs(members))
-            made.update(outputs)
-            label = f"{node.name} ({'+'.join(n.op for n in members)})"
-            steps.append(Step(label, kernel, inputs, outputs, tuple(n.name for n in members),
+            steps.append(Step(step.label, kernel, inputs, step.outputs, step.names,
                               tuple(c for n in members for c in index_checks(n))))
         progress.end("kernel")
         used = {n for s in steps for n in s.inputs}
