@@ -37,7 +37,8 @@ Resources
     DSPs, LUTs and FFs per operator come from :data:`FLOAT_OPS` (Vitis HLS full-DSP
     floating-point cores at 300 MHz on UltraScale+, after AMD's PG060 tables, rounded)
     and :func:`int_mul_dsp` for integer and fixed-point products by width (one DSP48E2
-    multiplies 27 x 18 bits). In a pipelined loop every unrolled copy is an operator of
+    multiplies 27 x 18 bits), the width HLS's bit-width analysis would see: an int8
+    widened to int32 for the product is still 8 bits, so an int8 multiply-add is a DSP. In a pipelined loop every unrolled copy is an operator of
     its own, shared over the interval: ``ceil(copies / II)``; index arithmetic is LUTs.
     Memory per allocated buffer: one bank per partition, each ``ceil(bits / 18 Kb)``
     BRAM_18K (``bram``, ``shared`` and ``local`` arrays above :data:`REGISTER_ELEMENTS`
@@ -118,12 +119,13 @@ def int_mul_dsp(bits: int) -> int:
     return 10
 
 
-def op_cost(op: str, dtype: np.dtype, *, by_constant: bool = False) -> OpCost:
+def op_cost(op: str, dtype: np.dtype, *, by_constant: bool = False, bits: int | None = None) -> OpCost:
     """The cost of one ``op`` (a Binary op name, ``"cmp"``, ``"select"``, ``"cast"`` or an
     intrinsic's name) on ``dtype``; ``by_constant`` for an integer product by a literal,
-    which HLS builds from shifts and adds."""
+    which HLS builds from shifts and adds; ``bits`` for an integer product whose operands
+    are known to be narrower than ``dtype`` (widened int8 values: HLS narrows them back)."""
     dtype = np.dtype(dtype)
-    bits = dtype.itemsize * 8
+    bits = dtype.itemsize * 8 if bits is None else min(bits, dtype.itemsize * 8)
     if dtype.kind == "f":
         if op == "cast":
             return FLOAT_CAST
@@ -551,7 +553,8 @@ class _Collector:
             return 0
         if isinstance(e, Binary):
             by_constant = isinstance(e.a, Const) or isinstance(e.b, Const)
-            cost = op_cost(e.op, e.dtype, by_constant=by_constant)
+            bits = max(_int_bits(e.a), _int_bits(e.b)) if e.dtype.kind in "iu" else None
+            cost = op_cost(e.op, e.dtype, by_constant=by_constant, bits=bits)
             inner = max(self.expr(e.a), self.expr(e.b))
         elif isinstance(e, Compare):
             cost = op_cost("cmp", e.a.dtype)
@@ -572,6 +575,21 @@ class _Collector:
             raise PluginError(f"fpga_hls estimate: no cost model for a {type(e).__name__}")
         self.body.ops = self.body.ops + _scaled(_resources(cost), self.copies())
         return inner + cost.latency
+
+
+def _int_bits(e: Expr) -> int:
+    """The bits an integer value needs, as HLS's bit-width analysis sees through widening:
+    a cast from a narrower integer keeps its width, adding a literal one bit more."""
+    full = e.dtype.itemsize * 8
+    if isinstance(e, Cast) and e.a.dtype.kind in "iub":
+        return min(full, _int_bits(e.a))
+    if isinstance(e, Const):
+        return min(full, int(abs(int(e.value))).bit_length() + 1)
+    if isinstance(e, Binary) and e.op in ("add", "sub") and (isinstance(e.a, Const) or isinstance(e.b, Const)):
+        return min(full, max(_int_bits(e.a), _int_bits(e.b)) + 1)
+    if isinstance(e, Select):
+        return min(full, max(_int_bits(e.a), _int_bits(e.b)))
+    return full
 
 
 def _resources(cost: OpCost) -> Resources:

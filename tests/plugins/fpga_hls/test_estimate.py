@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hetero.core.ir.tir.buffer import Buffer, Partition
-from hetero.core.ir.tir.expr import Var, const
+from hetero.core.ir.tir.expr import Var, cast, const
 from hetero.core.ir.tir.stmt import Allocate, For, ForKind, PrimFunc, Store, annotate, seq
 from hetero.errors import PluginError
 from hetero.plugins.fpga_hls.estimate import (
@@ -186,3 +186,18 @@ def test_the_table_has_a_row_a_nest_and_the_total() -> None:
     assert rows[-1][:2] == ("total", str(est.cycles))
     text = est.table()
     assert "A" in text and "fits u50" in text
+
+
+def test_int8_products_widened_to_int32_take_one_dsp() -> None:
+    # i32(x_i8) * i32(w_i8): HLS's bit-width analysis sees two 8-bit operands: one DSP48E2,
+    # not the three of a full int32 product. (x - 2 is 9 bits: still one.)
+    i32 = np.dtype(np.int32)
+    x, w = Buffer("x", (16,), np.int8), Buffer("w", (16,), np.int8)
+    y = Buffer("y", (16,), i32)
+    i = Var("i")
+    product = (cast(x[i], i32) - const(2, i32)) * cast(w[i], i32)
+    est = estimate(PrimFunc("f", (x, w, y), _pipelined(i, 16, Store(y, (i,), product))), "u50")
+    assert est.resources.dsp == 1
+    z = Buffer("z", (16,), i32)
+    wide = estimate(PrimFunc("g", (y, z), _pipelined(i, 16, Store(z, (i,), y[i] * y[i]))), "u50")
+    assert wide.resources.dsp == 3

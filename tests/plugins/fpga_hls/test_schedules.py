@@ -4,7 +4,7 @@ every output still adds its terms one at a time in the original order), and sets
 pipelining, unrolling and partitioning the estimate reads, within the DSP and BRAM budgets.
 
 Shapes are small: the interpreter runs a Python loop per iteration, and each test stays
-under about 10k multiply-adds.
+under about 10k multiply-adds. Integers (the int8 convolution) are exact by nature.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from hetero.core.ir import GraphBuilder
+from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.core.ir.tir.expr import Expr, Load, Var
 from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import Allocate, For, ForKind, PrimFunc, Stmt, Store, walk
@@ -182,3 +183,20 @@ def test_the_trace_replays_to_the_same_function() -> None:
 def test_default_schedules_fit_every_part(part: str) -> None:
     for family in ("conv2d", "gemm", "avgpool"):
         assert estimate(default_schedule(FAMILIES[family](), part), part).fits().ok
+
+
+def test_an_int8_convolution_keeps_its_meaning_and_takes_a_dsp_a_lane() -> None:
+    multiplier, shift = quantize_multiplier(0.01)
+    g = GraphBuilder("g")
+    x, w = g.input("x", (1, 4, 6, 6), "int8"), g.input("w", (8, 4, 3, 3), "int8")
+    g.output(g.QConv(x, w, name="n", pads=(1, 1, 1, 1), x_zero=2, y_zero=1, multiplier=(multiplier,),
+                     shift=(shift,)))
+    func = lower_node(g.build().node("n"))
+    sch = default_schedule(func, "zu7ev")
+    rng = np.random.default_rng(0)
+    arrays = {b.name: rng.integers(-128, 128, b.shape).astype(b.dtype) for b in func.params}
+    want, got = run_func(func, arrays), run_func(sch.func, arrays)
+    np.testing.assert_array_equal(got["n"], want["n"])
+    lanes = math.prod(l.extent for l in _loops(sch.func) if l.kind is ForKind.UNROLLED)
+    assert lanes == 36
+    assert estimate(sch, "zu7ev").resources.dsp == lanes  # one 9 x 8-bit product a DSP48E2
