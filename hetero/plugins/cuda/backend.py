@@ -40,6 +40,12 @@ from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
 
 VERSION = "0.1.0"
 
+#: Ops whose lowerings are sequential statements (scans, recurrences, sorts, scatters and a
+#: determinant's elimination: no loop the GPU schedules may run in parallel) or always read
+#: with run-time indices (RoiAlign's batch indices): they stay on the CPU until they have
+#: GPU schedules of their own.
+SEQUENTIAL_OPS = frozenset({"CumProd", "CumSum", "Det", "GRU", "LSTM", "RNN", "MaxUnpool", "ScatterND",
+                            "ScatterElements", "TopK", "RoiAlign"})
 #: Seconds a kernel launch costs before it computes anything (the driver's and the GPU's).
 LAUNCH_SECONDS = 5e-6
 #: The preset a machine without a recognised GPU compiles for.
@@ -88,7 +94,7 @@ class CudaBackend(Backend):
         spec = PRESETS[DEFAULT_DEVICE]
         self.memory = spec.memory_hierarchy()
         self.peak_gflops = spec.peak_gflops
-        self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
+        self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op) and op not in SEQUENTIAL_OPS)
 
     def device_status(self) -> str:
         """Whether this machine can run the kernels: the GPU found, or why there is none."""
@@ -105,6 +111,9 @@ class CudaBackend(Backend):
         return Declarations(spec.memory_hierarchy(), spec.peak_gflops, (), settings)
 
     def supports(self, node: Node, target: Target) -> Support:
+        if node.op in SEQUENTIAL_OPS:
+            return Support.no(f"{node.op} lowers to sequential statements the GPU schedules cannot spread over "
+                              "threads; it runs on the CPU")
         if not is_lowerable(node.op):
             return Support.no(f"cuda has no lowering for {node.op}")
         if any(v.type.size == 0 for v in node.outputs):

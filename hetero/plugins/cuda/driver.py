@@ -214,7 +214,7 @@ class CudaDevice:
         return CudaArray(memory.pointer, tuple(shape), dtype, memory)
 
     def copy_in(self, array: np.ndarray) -> CudaArray:
-        host = np.ascontiguousarray(array)
+        host = np.asarray(array, order="C")  # ascontiguousarray would make a 0-d array 1-d
         out = self.allocate(host.shape, host.dtype)
         if host.nbytes:
             _check(self._ready().cuMemcpyHtoD(out.pointer, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
