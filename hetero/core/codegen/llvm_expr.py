@@ -10,9 +10,11 @@ stores them; a storage type (bfloat16, the narrow types) is its bits in both (``
 or ``i8``). Float additions, subtractions and multiplications carry the ``contract``
 flag, which lets LLVM fuse them into FMAs (one rounding instead of two).
 
-What targets differ in is a hook: :meth:`ExprEmitter.math_call` renders an intrinsic
+What targets differ in are hooks: :meth:`ExprEmitter.math_call` renders an intrinsic
 function (the CPU's vectorisable polynomials and libm, NVPTX's libdevice); its default
-covers the functions LLVM has intrinsics for. A subclass may also declare more of
+covers the functions LLVM has intrinsics for. :meth:`ExprEmitter.align` is the
+alignment a load or store may promise (the element's size by default; NVPTX proves
+more for the lanes of a vector loop, so LLVM can merge them into one vector access). A subclass may also declare more of
 :class:`~hetero.core.ir.tir.legalize.Native` (this one maps ``ieee_minmax`` to
 ``llvm.minimum``/``llvm.maximum`` when told the target has them).
 
@@ -119,6 +121,11 @@ class ExprEmitter(ExprFunctor[ir.Value]):
         return self.builder.gep(self.pointers[buffer], [offset], inbounds=True,
                                 source_etype=self.type_of(buffer.dtype, in_memory=True))
 
+    def align(self, buffer: Buffer, indices: tuple[Expr, ...]) -> int:
+        """The alignment in bytes of ``buffer[indices]`` that a load or store of it
+        promises: the element's size, unless the target proves more."""
+        return buffer.dtype.itemsize
+
     def to_memory(self, value: ir.Value, dtype: np.dtype) -> ir.Value:
         """``value`` as it is stored: booleans widen to a byte."""
         return self.builder.zext(value, I8) if np.dtype(dtype).kind == "b" else value
@@ -166,7 +173,7 @@ class ExprEmitter(ExprFunctor[ir.Value]):
         return ir.Constant(ty, int(e.value) & ((1 << ty.width) - 1))
 
     def visit_Load(self, e: Any) -> ir.Value:
-        loaded = self.builder.load(self.address(e.buffer, e.indices), align=e.buffer.dtype.itemsize,
+        loaded = self.builder.load(self.address(e.buffer, e.indices), align=self.align(e.buffer, e.indices),
                                    typ=self.type_of(e.buffer.dtype, in_memory=True))
         if e.dtype.kind == "b":
             return self.builder.icmp_unsigned("!=", loaded, ir.Constant(I8, 0))

@@ -111,7 +111,7 @@ class StmtEmitter(StmtFunctor[None]):
         em = self.em
         em.forget()
         value = em.to_memory(em.emit(s.value), s.buffer.dtype)
-        em.builder.store(value, em.address(s.buffer, s.indices), align=s.buffer.dtype.itemsize)
+        em.builder.store(value, em.address(s.buffer, s.indices), align=em.align(s.buffer, s.indices))
 
     def visit_For(self, s: Any) -> None:
         self.loop(s, ir.Constant(I64, 0), ir.Constant(I64, s.extent), guard=False)

@@ -21,7 +21,23 @@ GPU's part:
   inside the block loops and outside the thread loops), ``local`` (and ``global``
   scratch) an ``alloca`` in the thread (it must sit inside the thread loops);
 - intrinsic functions come from libdevice (``__nv_expf``, ``__nv_tanh``, ...), float16
-  through float32.
+  through float32;
+- an UNROLLED loop carries ``llvm.loop.unroll.full`` (and a loop around one
+  ``llvm.loop.unroll.disable``), as on the CPU;
+- a VECTORIZED loop of at most :data:`VECTOR_BYTES` lanes inside the thread loops is
+  unrolled here, one copy of its body a lane. A thread has no SIMD lanes to vectorise
+  its arithmetic into; what pays is memory: one ``ld.global.v4.f32`` instead of four
+  loads. So :func:`lane_views` rewrites, before legalisation, each access whose
+  element offset :func:`lanes` proves to be ``base + lane`` onto a flat view of its
+  buffer, indexed ``base + lane`` (the lanes share ``base``, which LLVM computes once);
+  where it also proves ``base`` a multiple of the loop's width (the width a power of two
+  of at most 16 bytes), the lanes' accesses promise their alignment (lane 0 the whole
+  vector's, through :meth:`ExprEmitter.align`), and NVPTX's load/store vectoriser
+  merges them into ``ld``/``st.global.v4`` (``.shared`` for shared memory). Every base is
+  16-byte aligned: a parameter is a whole ``cuMemAlloc`` allocation (256 bytes; a view
+  at run time is a reshape of one, never an offset), a shared array is aligned 16
+  here, a thread's ``alloca`` 16 by the shared emitter. An access that is not proven
+  stays a scalar access of its element's alignment, correct either way.
 
 A construct it does not map (an ``Evaluate``, another hardware axis, a store outside
 the grid, several grids in one function) is a :class:`CodegenError` naming it. PTX is
@@ -39,6 +55,7 @@ from collections.abc import Iterator
 import dataclasses
 from dataclasses import dataclass
 import json
+import math
 import re
 import subprocess
 import sys
@@ -47,10 +64,13 @@ from llvmlite import ir
 import numpy as np
 
 from hetero.core.codegen import ExprEmitter, StmtEmitter
-from hetero.core.ir.tir import Allocate, Buffer, For, ForKind, PrimFunc, Stmt, verify_func, walk
-from hetero.core.ir.tir.expr import Expr, Var, eq, logical_and
+from hetero.core.ir.tir import Allocate, Buffer, For, ForKind, Load, PrimFunc, Stmt, verify_func, walk
+from hetero.core.ir.tir.buffer import flat_index
+from hetero.core.ir.tir.expr import INDEX, Binary, Cast, Const, Expr, Var, binary, cast, const, eq, logical_and
+from hetero.core.ir.tir.functor import StmtExprMutator
 from hetero.core.ir.tir.legalize import Native, legalize
 from hetero.core.ir.tir.stmt import Barrier, Evaluate, IfThenElse, Seq, Store
+from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule.tree import children
 from hetero.errors import CodegenError
 from hetero.plugins.cuda import libdevice
@@ -61,6 +81,9 @@ NVPTX_NATIVE = Native(ieee_minmax=True)
 DEFAULT_PTX_VERSION = 78
 _AXES = tuple(f"{level}.{d}" for level in ("blockIdx", "threadIdx") for d in "xyz")
 _SREG = {"blockIdx": "ctaid", "threadIdx": "tid"}
+#: The most bytes one access of a thread moves (``ld.global.v4.f32``, ``.v2.f64``,
+#: ``.v8.f16`` through ``.v4.b32``): the widest vector loop the renderer unrolls into lanes.
+VECTOR_BYTES = 16
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 _GLOBAL = ir.PointerType(addrspace=1)
@@ -108,12 +131,13 @@ def render_ptx(func: PrimFunc, arch: str = "sm_80", ptx_version: int = DEFAULT_P
     when the kernel calls one of its functions, and when LLVM fails on the kernel."""
     verify_func(func)
     where = f"func {func.name}"
-    legal = legalize(func, NVPTX_NATIVE)
+    viewed, views = lane_views(func)
+    legal = legalize(viewed, NVPTX_NATIVE)
     launch = _launch(legal, where)
     name = re.sub(r"[^A-Za-z0-9_]", "_", func.name)
     module = ir.Module(name=name)
     module.triple = libdevice.TRIPLE
-    emitter = _KernelEmitter(_NvptxExprEmitter(module, where), launch)
+    emitter = _KernelEmitter(_NvptxExprEmitter(module, where, views), launch)
     emitter.kernel(name, legal)
     llvm_ir = str(module)
     ptx = emit_ptx_in_child(llvm_ir, name, arch, ptx_version, uses_libdevice=emitter.em.uses_libdevice)
@@ -158,6 +182,168 @@ def _bound_loops(stmt: Stmt, outer: tuple[str, ...]) -> Iterator[tuple[For, tupl
         yield from _bound_loops(child, outer)
 
 
+@dataclass(frozen=True)
+class Lanes:
+    """An integer expression over the lanes of a vector loop: ``base + step * lane`` for
+    every ``lane`` in ``[0, width)``, with ``base`` free of the lane and a multiple of
+    ``multiple`` (0 when ``base`` is 0)."""
+
+    base: Expr
+    step: int
+    multiple: int
+
+
+def lanes(e: Expr, lane: Var, width: int) -> Lanes | None:
+    """``e`` as :class:`Lanes` of ``lane`` over ``[0, width)``, or None where that is not
+    shown: the lane under an operation other than ``+``, ``-``, a product with a literal,
+    a value-preserving cast, or a floored division or remainder by a positive literal
+    ``d`` that no two lanes straddle. The last is the fused index's case: with ``base`` a
+    multiple of ``g = gcd(multiple, d)``, ``base mod d`` is at most ``d - g``, so while
+    ``step * (width - 1) < g`` every lane has ``base // d`` as quotient and ``base mod d
+    + step * lane`` as remainder."""
+    if e == lane:
+        return Lanes(const(0, e.dtype), 1, 0)
+    if isinstance(e, Const) and e.dtype.kind in "iu":
+        return Lanes(e, 0, abs(int(e.value)))
+    if isinstance(e, Cast) and e.a.dtype.kind in "iu" and np.can_cast(e.a.dtype, e.dtype, "safe"):
+        inner = lanes(e.a, lane, width)
+        if inner is None:
+            return None
+        return Lanes(e if inner.base is e.a else cast(inner.base, e.dtype), inner.step, inner.multiple)
+    if isinstance(e, Binary) and e.dtype.kind in "iu" and e.op in ("add", "sub", "mul", "floordiv", "mod"):
+        a, b = lanes(e.a, lane, width), lanes(e.b, lane, width)
+        if a is None or b is None:
+            return None
+        if e.op == "add":
+            step, multiple = a.step + b.step, math.gcd(a.multiple, b.multiple)
+        elif e.op == "sub":
+            step, multiple = a.step - b.step, math.gcd(a.multiple, b.multiple)
+        elif e.op == "mul":
+            k = _literal(e.b) if a.step else _literal(e.a) if b.step else 1
+            if k is None:
+                return None  # the lane times a variable: no constant step
+            step, multiple = (a.step if a.step else b.step) * k, a.multiple * b.multiple
+        else:
+            d = _literal(e.b)
+            if d is None or d <= 0 or b.step:
+                return None
+            if a.step:
+                g = math.gcd(a.multiple, d)
+                if a.step < 0 or a.step * (width - 1) >= g:
+                    return None  # some lanes would straddle a multiple of d
+            if e.op == "floordiv":
+                step, multiple = 0, a.multiple // d if a.multiple % d == 0 else 1
+            else:
+                step, multiple = a.step, math.gcd(a.multiple, d)
+        base = e if a.base is e.a and b.base is e.b else binary(e.op, a.base, b.base)
+        return Lanes(base, step, multiple)
+    if any(x == lane for x in exprs_of(e)):
+        return None
+    return Lanes(e, 0, 1)
+
+
+def _literal(e: Expr) -> int | None:
+    """The value of an integer literal, None for anything else."""
+    return int(e.value) if isinstance(e, Const) and e.dtype.kind in "iu" else None
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """A flat view of ``buffer`` that the lanes of the vector loop over ``lane`` access at
+    ``base + lane``, with ``base`` a multiple of ``width`` (1 where that is not shown)."""
+
+    buffer: Buffer
+    lane: Var
+    width: int
+
+
+def lane_views(func: PrimFunc) -> tuple[PrimFunc, dict[Buffer, LaneView]]:
+    """``func`` with every access of a VECTORIZED loop (of at most :data:`VECTOR_BYTES`
+    lanes) that is contiguous in the loop's lane read or written through a flat view of
+    its buffer at ``base + lane``, and the views. The views mean what the accesses did:
+    the view's element ``base + lane`` is the buffer's element the access named."""
+    mutator = _LaneViewer()
+    body = mutator.visit_stmt(func.body)
+    return (func if body is func.body else dataclasses.replace(func, body=body)), mutator.views
+
+
+class _LaneViewer(StmtExprMutator):
+    """Rewrites the contiguous accesses of the vector loops it passes through."""
+
+    def __init__(self) -> None:
+        self.views: dict[Buffer, LaneView] = {}
+        self.loops: list[For] = []
+
+    def visit_For(self, s: For) -> Stmt:
+        if s.kind is not ForKind.VECTORIZED or s.extent > VECTOR_BYTES:
+            return super().visit_For(s)
+        self.loops.append(s)
+        out = super().visit_For(s)
+        self.loops.pop()
+        return out
+
+    def visit_Load(self, e: Load) -> Expr:
+        e = super().visit_Load(e)
+        viewed = self._view(e.buffer, e.indices)
+        return e if viewed is None else Load(viewed[0], viewed[1], e.dtype)
+
+    def visit_Store(self, s: Store) -> Stmt:
+        s = super().visit_Store(s)
+        viewed = self._view(s.buffer, s.indices)
+        return s if viewed is None else dataclasses.replace(s, buffer=viewed[0], indices=viewed[1])
+
+    def _view(self, buffer: Buffer, indices: tuple[Expr, ...]) -> tuple[Buffer, tuple[Expr, ...]] | None:
+        """The view and index of ``buffer[indices]`` in the innermost vector loop, or None
+        where the access is not contiguous in its lane (or there is no vector loop)."""
+        if not self.loops or buffer in self.views:
+            return None
+        loop = self.loops[-1]
+        width = loop.extent
+        form = lanes(flat_index(buffer, tuple(cast(i, INDEX) for i in indices)), loop.var, width)
+        if form is None or form.step != 1:
+            return None
+        vector = (width & (width - 1) == 0 and width * buffer.dtype.itemsize <= VECTOR_BYTES
+                  and form.multiple % width == 0)
+        view = Buffer(f"{buffer.name}.lanes{width if vector else 1}.{loop.var.name}", (buffer.size,),
+                      buffer.dtype, buffer.scope)
+        self.views[view] = LaneView(buffer, loop.var, width if vector else 1)
+        return view, (form.base + loop.var,)
+
+
+def vector_accesses(loop: For) -> bool:
+    """Whether every access in ``loop`` (a loop of at most :data:`VECTOR_BYTES` lanes) that
+    its variable moves is one the renderer makes a vector access: contiguous in the lane,
+    its base a multiple of the extent, the lanes together 16 bytes at most. A schedule
+    asks this before it vectorises a loop for the memory's sake."""
+    width = loop.extent
+    if width < 2 or width & (width - 1) or width > VECTOR_BYTES:
+        return False
+    accesses: list[tuple[Buffer, tuple[Expr, ...]]] = []
+    for s in walk(loop.body):
+        if isinstance(s, Store):
+            accesses.append((s.buffer, s.indices))
+        for top in _exprs_of_stmt(s):
+            accesses += [(e.buffer, e.indices) for e in exprs_of(top) if isinstance(e, Load)]
+    for buffer, indices in accesses:
+        form = lanes(flat_index(buffer, tuple(cast(i, INDEX) for i in indices)), loop.var, width)
+        if form is None or form.step not in (0, 1):
+            return False
+        if form.step and (form.multiple % width or width * buffer.dtype.itemsize > VECTOR_BYTES):
+            return False
+    return True
+
+
+def _exprs_of_stmt(s: Stmt) -> tuple[Expr, ...]:
+    """The expressions a statement holds itself (not those of the statements in it)."""
+    if isinstance(s, Store):
+        return (*s.indices, s.value)
+    if isinstance(s, IfThenElse):
+        return (s.cond,)
+    if isinstance(s, Evaluate):
+        return (s.call,)
+    return ()
+
+
 def emit_ptx_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses_libdevice: bool) -> str:
     """The PTX of ``llvm_ir``, emitted by :mod:`.libdevice` in a child process."""
     lib = libdevice.find_libdevice() if uses_libdevice else None
@@ -178,9 +364,32 @@ def emit_ptx_in_child(llvm_ir: str, name: str, arch: str, ptx_version: int, uses
 class _NvptxExprEmitter(ExprEmitter):
     """The shared emitter with libdevice's math functions."""
 
-    def __init__(self, module: ir.Module, where: str) -> None:
+    def __init__(self, module: ir.Module, where: str, views: dict[Buffer, LaneView]) -> None:
         super().__init__(module, where, NVPTX_NATIVE)
         self.uses_libdevice = False
+        self.views = views
+        #: The lane each unrolled vector loop's copy of its body is rendering.
+        self.lane_of: dict[Var, int] = {}
+
+    def address(self, buffer: Buffer, indices: tuple[Expr, ...]) -> ir.Value:
+        view = self.views.get(buffer)
+        if view is None:
+            return super().address(buffer, indices)
+        base = self.pointers.get(view.buffer)
+        if base is None:
+            raise CodegenError(f"{self.where}: buffer {view.buffer.name} is not in scope; verify the function")
+        return self.builder.gep(base, [self.emit(indices[0])], inbounds=True,
+                                source_etype=self.type_of(buffer.dtype, in_memory=True))
+
+    def align(self, buffer: Buffer, indices: tuple[Expr, ...]) -> int:
+        # A view's element base + k, with base a multiple of the width: its address is
+        # k elements past a multiple of the vector's bytes (and every base is aligned 16).
+        view = self.views.get(buffer)
+        size = buffer.dtype.itemsize
+        if view is None or view.lane not in self.lane_of:
+            return size
+        k = self.lane_of[view.lane]
+        return view.width * size if k == 0 else math.gcd(view.width * size, k * size)
 
     def math_call(self, func: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
         if func not in _LIBDEVICE:
@@ -264,7 +473,42 @@ class _KernelEmitter(StmtEmitter):
         """Whether every launched thread axis is bound here (code runs once per thread)."""
         return all(a in self.bound for a in self.launched if a.startswith("threadIdx"))
 
+    def loop_hints(self, s: For) -> list[ir.values.MDValue]:
+        if s.kind is ForKind.UNROLLED:
+            return [self._hint("llvm.loop.unroll.full")]
+        if any(isinstance(x, For) and x.kind is ForKind.UNROLLED for x in walk(s.body)):
+            # The schedule unrolled what pays (a register tile, the K steps between two
+            # barriers): unrolling the loops around it only multiplies code.
+            return [self._hint("llvm.loop.unroll.disable")]
+        return []
+
+    def _hint(self, name: str, *values: ir.Value) -> ir.values.MDValue:
+        return self.module.add_metadata([ir.MetaDataString(self.module, name), *values])
+
+    def _lanes(self, s: For) -> None:
+        """A vector loop as one copy of its body a lane, the lane a constant; a guard
+        around the body that no lane changes (a split's bound: it reads neither the lane
+        nor memory a lane may write) goes around the copies, so they share one block
+        and their accesses can merge."""
+        body = s.body
+        if isinstance(body, IfThenElse) and not any(x == s.var or isinstance(x, Load)
+                                                    for x in exprs_of(body.cond)):
+            inner = None if body.otherwise is None else dataclasses.replace(s, body=body.otherwise)
+            self.visit_IfThenElse(IfThenElse(body.cond, dataclasses.replace(s, body=body.then), inner))
+            return
+        self.check_loop(s)
+        for k in range(s.extent):
+            self.em.env[s.var] = ir.Constant(I64, k)
+            self.em.lane_of[s.var] = k
+            self.em.forget()
+            self.stmt(s.body)
+        del self.em.env[s.var], self.em.lane_of[s.var]
+        self.em.forget()
+
     def visit_For(self, s: For) -> None:
+        if s.kind is ForKind.VECTORIZED and s.extent <= VECTOR_BYTES and self._thread_level():
+            self._lanes(s)
+            return
         if s.kind is not ForKind.THREAD_BINDING:
             if self._thread_level() or not any(isinstance(x, For) and x.kind is ForKind.THREAD_BINDING
                                                for x in walk(s.body)):
