@@ -23,11 +23,15 @@ from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
 from hetero.plugins.cuda.device import GpuSpec
+from hetero.plugins.cuda.render import vector_accesses
 
 #: Threads a block runs by default: eight warps, a common sweet spot for memory-bound kernels.
 THREADS_PER_BLOCK = 256
 #: Blocks per multiprocessor before a stage loops over its output (grid-stride).
 BLOCKS_PER_SM = 32
+#: Consecutive output elements a thread of an elementwise stage handles, as one vector
+#: access of each buffer (``ld.global.v4.f32``) where the renderer can align it.
+VECTOR_LANES = 4
 
 
 def default_schedule(func: PrimFunc, spec: GpuSpec, threads_per_block: int = THREADS_PER_BLOCK) -> Schedule:
@@ -73,8 +77,21 @@ def _bind_outputs(sch: Schedule, name: str, spec: GpuSpec, threads_per_block: in
         if not spatial:
             return  # a reduction to one value that no schedule of its own took: one thread folds it
         raise ScheduleError(f"stage {name} of {sch.func.name} has no leading spatial loop to bind")
+    elementwise = len(leading) == sum(loop.block == name for loop in sch.get_loops(sch.get_block(name)))
     fused = sch.fuse(*leading) if len(leading) > 1 else leading[0]
     elements = sch.extent(fused)
+    if elementwise and elements % VECTOR_LANES == 0 and elements >= VECTOR_LANES * spec.warp_size:
+        # An elementwise or injective stage (no loop but its output's): a thread takes
+        # VECTOR_LANES consecutive elements where every access moving with them becomes
+        # one aligned vector access; a strided or misaligned one would only cost threads.
+        trial = Schedule(sch.func)
+        _, lanes = trial.split(fused, [None, VECTOR_LANES])
+        stage = node_at(trial.func.body, find_block(trial.func.body, name) or ())
+        loop = next(s for s in walk(stage) if isinstance(s, For) and s.var.name == lanes.name)
+        if vector_accesses(loop):
+            fused, lanes = sch.split(fused, [None, VECTOR_LANES])
+            sch.vectorize(lanes)
+            elements //= VECTOR_LANES
     threads = min(threads_per_block, spec.warp_size * math.ceil(elements / spec.warp_size))
     blocks = math.ceil(elements / threads)
     most = spec.sms * BLOCKS_PER_SM
