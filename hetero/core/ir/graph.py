@@ -349,6 +349,14 @@ def check_arity(opdef: OpDef, inputs: Sequence[Value | None], where: str) -> Non
             raise VerificationError(f"{where}: input {i} ({spec}) is required")
 
 
+def saved_index_check(saved: list[Any]) -> tuple[str, int, int | tuple[int, ...], bool]:
+    """An :func:`index_checks` entry read back from JSON: value, axis, size (an axis size, or
+    one per column of GatherND's index tuples) and whether negative indices wrap."""
+    value, axis, size, *wraps = saved
+    size = tuple(int(n) for n in size) if isinstance(size, list) else int(size)
+    return str(value), int(axis), size, bool(wraps[0]) if wraps else True
+
+
 def index_checks(node: Node) -> list[tuple[str, int, Any, bool]]:
     """The node's run-time index inputs as ``(value name, axis, size, wraps)``: a backend
     checks each with :func:`hetero.core.ir.opdef.index_problem` before a kernel reads

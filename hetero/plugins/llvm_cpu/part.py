@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.ir.graph import saved_index_check
 from hetero.core.ir.opdef import index_problem
 from hetero.core.memory import MemoryPlan, StepUse, analyze_step_liveness, plan_arena
 from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
@@ -156,7 +157,7 @@ class LlvmCpuPart:
                         continue
                     code = read_member(zf, f"kernels/{i}.o", source)
                     steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code), *names,
-                                      tuple(_check(c) for c in s.get("checks", []))))
+                                      tuple(saved_index_check(c) for c in s.get("checks", []))))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
@@ -197,11 +198,3 @@ def _arena(nbytes: int) -> np.ndarray:
     raw = HOST.allocate((nbytes + ALIGNMENT,), np.dtype(np.uint8))
     skip = -raw.ctypes.data % ALIGNMENT
     return raw[skip:skip + nbytes]
-
-
-def _check(saved: list[Any]) -> tuple[str, int, int | tuple[int, ...], bool]:
-    """A run-time index check as saved: value, axis, size (an axis size, or one per column
-    of GatherND's index tuples) and whether negative indices wrap."""
-    value, axis, size, *wraps = saved
-    size = tuple(int(n) for n in size) if isinstance(size, list) else int(size)
-    return str(value), int(axis), size, bool(wraps[0]) if wraps else True

@@ -1,0 +1,275 @@
+"""The fpga_hls backend: graph regions as Vitis-HLS C++ kernels, checked by C simulation.
+
+It declares the FPGA part its ``fpga_part`` option names (:data:`~hetero.plugins.fpga_hls.device.PRESETS`):
+its memory hierarchy (DDR or HBM behind AXI > URAM > BRAM > registers) and peak
+throughput. :meth:`FpgaHlsBackend.supports` takes a node whose op lowers to the tensor IR,
+whose dtypes C++ has a type for and whose default HLS schedule's estimate fits the part,
+and refuses with the reason otherwise. :meth:`FpgaHlsBackend.compile` groups anchors with
+their epilogues, lowers each group, applies the default HLS schedule (pipelined inner
+loops, channel parallelism bounded by the DSP budget, on-chip tiles sized to the BRAM:
+:mod:`.schedules`), estimates it (:mod:`.estimate`), emits the C++ (:mod:`.emit`) and
+compiles its C simulation with g++ (:mod:`.csim`); a kernel that does not fit the part or
+does not compile is a PluginError naming the node and the reason (the first compiler
+message), so the region falls back.
+
+With a dump folder, every kernel is exported as a Vitis HLS project of its own: the
+kernel's ``.cpp`` and ``.h``, a testbench that replays captured inputs against captured
+outputs (seeded inputs, the C simulation's outputs), the ``.bin`` files they read, a
+``run_hls.tcl`` that runs C simulation and synthesis, and the estimate beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetero.core import progress
+from hetero.core.ir.graph import Graph, Node, index_checks
+from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.ir.tir.canon import canonical_names
+from hetero.core.ir.tir.stmt import PrimFunc
+from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
+from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.target import Declarations, Option, Target
+from hetero.errors import HeteroError, PluginError
+from hetero.plugins.fpga_hls.csim import compile_kernel, find_gxx
+from hetero.plugins.fpga_hls.device import DEFAULT_PART, PRESETS, FpgaPart
+from hetero.plugins.fpga_hls.emit import HlsKernel, emit_hls
+from hetero.plugins.fpga_hls.estimate import Estimate, estimate
+from hetero.plugins.fpga_hls.part import Figures, HlsPart, HlsStep, writeable
+from hetero.plugins.fpga_hls.schedules import default_schedule
+
+VERSION = "0.1.0"
+
+#: dtypes the emitted C++ computes in (the narrow floats and sub-byte ints have no C type).
+DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "bool", "int8", "uint8", "int16", "uint16",
+                    "int32", "uint32", "int64", "uint64"})
+
+#: The compile options fpga_hls reads.
+OPTIONS = (
+    Option("fpga_part", f"the FPGA part to build for (default {DEFAULT_PART})", types=(str,),
+           choices=tuple(PRESETS)),
+)
+
+
+@dataclass(frozen=True)
+class HlsSettings:
+    """The backend's reading of its options: the part."""
+
+    part: FpgaPart
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """One step's kernel: the scheduled function, its C++ and its estimate on the part."""
+
+    func: PrimFunc
+    kernel: HlsKernel
+    estimate: Estimate
+
+
+def build(func: PrimFunc, part: FpgaPart) -> BuiltKernel:
+    """``func`` scheduled for ``part``, estimated, refused unless it fits, emitted."""
+    schedule = default_schedule(func, part)
+    found = estimate(schedule.func, part)
+    found.require_fit(part)
+    return BuiltKernel(schedule.func, emit_hls(schedule.func), found)
+
+
+class FpgaHlsBackend(Backend):
+    """An FPGA through HLS C++: the ops that lower to the tensor IR and fit the part."""
+
+    name = "fpga_hls"
+    version = VERSION
+    device_kind = "fpga"
+    options = OPTIONS
+
+    def __init__(self) -> None:
+        part = PRESETS[DEFAULT_PART]
+        self.memory = part.memory_hierarchy()
+        self.peak_gflops = part.peak_gops
+        self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
+
+    def device_status(self) -> str:
+        """C simulation needs g++; without it nothing here can run the kernels."""
+        if find_gxx() is None:
+            return "g++ not found: the kernels are emitted, and C simulation needs g++ (apt install g++)"
+        return ""
+
+    def declare(self, options: Mapping[str, Any]) -> Declarations:
+        part = PRESETS[options["fpga_part"] or DEFAULT_PART]
+        return Declarations(part.memory_hierarchy(), part.peak_gops, (), HlsSettings(part))
+
+    def supports(self, node: Node, target: Target) -> Support:
+        if not is_lowerable(node.op):
+            return Support.no(f"fpga_hls has no lowering for {node.op}")
+        odd = sorted({str(v.dtype) for v in (*node.inputs, *node.outputs)
+                      if v is not None and str(v.dtype) not in DTYPES})
+        if odd:
+            return Support.no(f"fpga_hls has no C++ type for {', '.join(odd)}")
+        if any(v.type.size == 0 for v in node.outputs):
+            return Support.no(f"{node.name} produces an empty tensor; fpga_hls needs at least one element")
+        if node.op in VIEW_OPS:
+            return Support.yes()
+        settings: HlsSettings = target.settings
+        try:
+            schedule = default_schedule(lower_node(node), settings.part)
+            verdict = estimate(schedule.func, settings.part).fits(settings.part)
+        except HeteroError as exc:
+            return Support.no(f"fpga_hls cannot schedule {node.name} ({node.op}): {exc}")
+        return Support.yes() if verdict.ok else Support.no(f"fpga_hls: {verdict.message}")
+
+    def estimate(self, subgraph: Graph, target: Target) -> float:
+        """Seconds at the part's clock: the default schedule's estimated cycles, node by node."""
+        settings: HlsSettings = target.settings
+        total = 0.0
+        for node in subgraph.nodes:
+            if node.op in VIEW_OPS:
+                continue
+            try:
+                total += estimate(default_schedule(lower_node(node), settings.part).func, settings.part).seconds
+            except HeteroError:  # a node supports() refuses: the roofline of its work
+                ins = [v.type for v in node.inputs if v is not None]
+                outs = [v.type for v in node.outputs]
+                flops = get_op(node.op).flops(ins, outs, node.attrs)
+                moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
+                total += max(flops / (target.peak_gflops * 1e9), moved / (settings.part.offchip_gbps * 1e9))
+        return total
+
+    def compile(self, subgraph: Graph, target: Target) -> HlsPart:
+        settings: HlsSettings = target.settings
+        graph = fuse_epilogues(subgraph)
+        plan = kernel_steps(graph, VIEW_OPS)
+        steps: list[HlsStep] = []
+        built: dict[str, BuiltKernel] = {}
+        compiled = {}
+        for index, step in enumerate(plan):
+            progress.step("kernel", index + 1, len(plan), step.node.name)
+            if step.view is not None:
+                steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, view=step.view))
+                continue
+            members = list(step.members)
+            func = canonical_names(lower_group(members, step.node.name) if len(members) > 1
+                                   else lower_node(step.node))
+            try:
+                if func.name not in built:
+                    built[func.name] = build(func, settings.part)
+                    compiled[built[func.name].kernel.top] = compile_kernel(built[func.name].kernel)
+            except HeteroError as exc:
+                raise PluginError(f"fpga_hls could not build {step.label}: {exc}") from exc
+            kernel = built[func.name]
+            r = kernel.estimate.resources
+            figures = Figures(kernel.estimate.cycles, r.dsp, r.bram_18k, r.uram, r.lut, r.ff)
+            steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, kernel.kernel, figures,
+                                 kernel.estimate.table(), tuple(c for n in members for c in index_checks(n))))
+        progress.end("kernel")
+        constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
+        part = HlsPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
+                       constants, aliases, settings.part, compiled)
+        if target.dump_dir is not None:
+            export_projects(target.dump_dir, part, graph)
+        return part
+
+    def load_artifact(self, artifact: bytes) -> HlsPart:
+        return HlsPart.from_artifact(artifact)
+
+
+def export_projects(folder: Path, part: HlsPart, graph: Graph) -> None:
+    """A Vitis HLS project per kernel of ``part`` under ``folder``: the kernel, a testbench,
+    the captured data it replays, a Tcl script and the estimate."""
+    rng = np.random.default_rng(0)
+    constants = {n: v.data for n, v in graph.values.items() if v.data is not None}
+    for step in part.steps:
+        if step.kernel is None:
+            continue
+        kernel = step.kernel
+        where = folder / kernel.top
+        (where / "data").mkdir(parents=True, exist_ok=True)
+        (where / f"{kernel.top}.cpp").write_text(kernel.source)
+        (where / f"{kernel.top}.h").write_text(kernel.header)
+        n_in = len(step.inputs)
+        arrays = [np.asarray(constants[name], b.dtype) if name in constants else _sample(rng, b.shape, b.dtype)
+                  for name, b in zip(step.inputs, kernel.params)]
+        outs = [np.zeros(b.shape, b.dtype) for b in kernel.params[n_in:]]
+        part.csim(step)(*(writeable(a) for a in arrays), *outs)
+        for b, a in zip(kernel.params, [*arrays, *outs]):
+            np.asarray(a, order="C").tofile(where / "data" / f"{b.name}.bin")
+        (where / f"tb_{kernel.top}.cpp").write_text(_testbench(kernel, n_in))
+        (where / "run_hls.tcl").write_text(_tcl(kernel, part.part))
+        (where / "estimate.txt").write_text(f"{step.name} on {part.part.summary()}\n\n{step.table}\n")
+
+
+def _sample(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(dtype)
+
+
+def _testbench(kernel: HlsKernel, n_in: int) -> str:
+    """C++ that reads every parameter's captured data, calls the kernel and compares each
+    output with the captured one (floats within 1e-4 relative and 1e-5 absolute: what
+    another compiler's contraction of multiply-adds may move; integers exactly)."""
+    from hetero.plugins.fpga_hls.emit import HlsExprPrinter
+
+    types = HlsExprPrinter(kernel.top)
+    lines = [f'#include "{kernel.top}.h"', "#include <cmath>", "#include <cstdio>", "#include <vector>", "",
+             "template <typename T> static bool load(const char* path, std::vector<T>& v) {",
+             '  FILE* f = std::fopen(path, "rb");',
+             "  if (!f) { std::printf(\"cannot open %s\\n\", path); return false; }",
+             "  size_t n = std::fread(v.data(), sizeof(T), v.size(), f);",
+             "  std::fclose(f);",
+             "  return n == v.size();",
+             "}", "", "int main() {", "  int errors = 0;"]
+    for k, b in enumerate(kernel.params):
+        ctype = types.type_name(b.dtype)
+        lines.append(f"  std::vector<{ctype}> p{k}({max(b.size, 1)});")
+        if k < n_in:
+            lines.append(f'  if (!load("data/{b.name}.bin", p{k})) return 2;')
+        else:
+            lines.append(f"  std::vector<{ctype}> want{k}({max(b.size, 1)});")
+            lines.append(f'  if (!load("data/{b.name}.bin", want{k})) return 2;')
+    lines.append(f"  {kernel.top}({', '.join(f'p{k}.data()' for k in range(len(kernel.params)))});")
+    for k, b in enumerate(kernel.params[n_in:], start=n_in):
+        if np.dtype(b.dtype).kind == "f" or np.dtype(b.dtype).name == "bfloat16":
+            test = (f"std::fabs(double(p{k}[i]) - double(want{k}[i])) > 1e-5 + 1e-4 * std::fabs(double(want{k}[i]))"
+                    f" && !(std::isnan(double(p{k}[i])) && std::isnan(double(want{k}[i])))")
+        else:
+            test = f"p{k}[i] != want{k}[i]"
+        lines += [f"  for (size_t i = 0; i < p{k}.size(); ++i)",
+                  f"    if ({test}) ++errors;"]
+    lines += ['  std::printf("%s: %d mismatches\\n", errors ? "FAIL" : "PASS", errors);', "  return errors ? 1 : 0;",
+              "}", ""]
+    return "\n".join(lines)
+
+
+def _tcl(kernel: HlsKernel, part: FpgaPart) -> str:
+    """A Vitis HLS script: C simulation of the testbench, then synthesis for ``part``."""
+    parts = {"zu7ev": "xczu7ev-ffvc1156-2-e", "u50": "xcu50-fsvh2104-2-e", "u280": "xcu280-fsvh2892-2L-e"}
+    return "\n".join([
+        f"# Vitis HLS project for {kernel.top}, written by hetero (fpga_hls); run: vitis_hls -f run_hls.tcl",
+        f"open_project -reset {kernel.top}_prj",
+        f"set_top {kernel.top}",
+        f"add_files {kernel.top}.cpp",
+        f"add_files -tb tb_{kernel.top}.cpp -cflags \"-std=c++14\"",
+        "add_files -tb data",
+        "open_solution -reset solution1 -flow_target vitis",
+        f"set_part {parts.get(part.name, part.name)}",
+        f"create_clock -period {1e3 / part.clock_mhz:.3f} -name default",
+        "csim_design",
+        "csynth_design",
+        "exit",
+        "",
+    ])
+
+
+__all__ = ["BuiltKernel", "FpgaHlsBackend", "HlsSettings", "build", "export_projects"]
