@@ -7,10 +7,15 @@ fused into one loop over the output elements, split into blocks of
 bound to ``blockIdx.x`` and ``threadIdx.x``. A stage with more blocks than
 :data:`BLOCKS_PER_SM` per multiprocessor keeps an outer serial loop around them: a
 grid-stride loop, so the grid stays a size the device schedules in one wave or a few.
-Reduction loops stay serial inside each thread: one thread folds one output element,
-which is correct for every reduction and fast for the elementwise and injective ops;
-warp-shuffle and shared-memory reductions and tiled matmul and conv are schedules of
-their own. Every step is a schedule primitive, so the trace records it for a tuner.
+Where every access of an elementwise stage moves with the output and the renderer can
+prove it aligned, each thread takes :data:`VECTOR_LANES` consecutive elements through an
+innermost vectorized loop (one 16-byte load and store instead of four). Reduction loops
+stay serial inside each thread: one thread folds one output element, which is correct
+for every reduction and fast for the elementwise and injective ops. Before the default,
+each stage is offered to the schedules of their own (:func:`_rules`): tiled matrix
+products (:mod:`.schedules_gemm`) and block-wide reductions (:mod:`.schedules_reduce`).
+Scalars, and reductions to one value that neither takes, run on one thread. Every step
+is a schedule primitive, so the trace records it for a tuner.
 """
 
 from __future__ import annotations

@@ -69,13 +69,13 @@ def test_outputs_are_bound_to_blocks_and_threads_and_keep_their_meaning(op: str,
 
 def test_a_large_output_keeps_a_grid_stride_loop_around_a_bounded_grid() -> None:
     tiny = replace(PRESETS["a100"], sms=1)  # at most 32 blocks in the grid
-    _, func = _lowered("Neg", (5, 400))
+    _, func = _lowered("Neg", (5, 401))
     sch = default_schedule(func, tiny, threads_per_block=32)
     bound = _bound(sch.func)
     assert bound == {"blockIdx.x": 32, "threadIdx.x": 32}
     [outer] = [s for s in walk(sch.func.body) if isinstance(s, For) and s.kind is ForKind.SERIAL]
     assert outer.extent == 2  # 2,000 elements over 1,024 threads
-    _same_meaning(func, sch.func, (5, 400))
+    _same_meaning(func, sch.func, (5, 401))
     assert [i.kind for i in sch.trace.instructions] == ["fuse", "split", "bind", "bind"]
     assert sch.trace.instructions[1].decisions == {"factors": [2, 32, 32]}
 
