@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 import io
+import json
 import math
 import os
 from pathlib import Path
@@ -34,7 +35,8 @@ import zlib
 
 import numpy as np
 
-from hetero.errors import DamagedFileError
+from hetero.core.ir.types import as_dtype
+from hetero.errors import DamagedFileError, HeteroError
 
 #: The date every entry is stamped with: the earliest a zip can record.
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
@@ -76,14 +78,27 @@ def write_zip(members: Iterable[tuple[str, bytes | str]], compress: bool = True)
 def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """``arrays`` as ``.npz`` bytes (``np.load`` reads them), the same bytes every time.
 
-    Object arrays are refused (``ValueError``): they would need pickles to load.
+    Object arrays are refused (``ValueError``): they would need pickles to load. An array of
+    a dtype numpy knows only by extension (bfloat16, the float8 types: ``.npy`` records them
+    as raw bytes) has its dtype's name in a member of its own, ``dtypes.json``, which
+    :func:`read_npz` reads back.
     """
     members = []
+    extended = {}
     for name, array in arrays.items():
+        array = np.asanyarray(array)
+        if array.dtype.kind == "V" and array.dtype.names is None:
+            extended[name] = array.dtype.name
         npy = io.BytesIO()
-        np.lib.format.write_array(npy, np.asanyarray(array), allow_pickle=False)
+        np.lib.format.write_array(npy, array, allow_pickle=False)
         members.append((f"{name}.npy", npy.getvalue()))
+    if extended:
+        members.append((DTYPES_MEMBER, json.dumps(extended, sort_keys=True)))
     return write_zip(members, compress=False)
+
+
+#: The ``.npz`` member that names the extension dtypes of its arrays (see :func:`npz_bytes`).
+DTYPES_MEMBER = "dtypes.json"
 
 
 def open_zip(data: bytes, source: str) -> zipfile.ZipFile:
@@ -139,11 +154,24 @@ def read_npz(data: bytes, source: str, limit: int | None = None) -> dict[str, np
     (non-object) dtype; anything else is a DamagedFileError naming the member.
     """
     arrays: dict[str, np.ndarray] = {}
+    extended: dict[str, str] = {}
     with open_zip(data, source) as zf:
         for info in zf.infolist():
-            name = info.filename.removesuffix(".npy")
             raw = _read_into(zf, info.filename, source, limit)
+            if info.filename == DTYPES_MEMBER:
+                try:
+                    extended = {str(k): str(v) for k, v in json.loads(bytes(raw)).items()}
+                except (ValueError, AttributeError) as exc:
+                    raise DamagedFileError(f"{source}: {DTYPES_MEMBER} is not a JSON object ({exc})") from None
+                continue
+            name = info.filename.removesuffix(".npy")
             arrays[name] = _npy_array(raw, f"{source}: member {name!r}")
+    for name, dtype in extended.items():
+        if name in arrays:
+            try:
+                arrays[name] = arrays[name].view(as_dtype(dtype))
+            except (HeteroError, ValueError) as exc:
+                raise DamagedFileError(f"{source}: member {name!r} cannot be read as {dtype} ({exc})") from None
     return arrays
 
 

@@ -143,7 +143,9 @@ def _pipeline_innermost(sch: Schedule, name: str) -> None:
         if isinstance(loop, For) and loop.kind is ForKind.SERIAL and \
                 not any(isinstance(s, For) for s in walk(loop.body)):
             innermost.append(LoopRef(name, loop.var.name))
-    for ref in innermost:
+    # A statement-written stage may reuse a loop variable's name in several nests; a loop
+    # reference names the first, so each name is pipelined once (the others stay serial).
+    for ref in dict.fromkeys(innermost):
         sch.pipeline(ref, 1)
 
 

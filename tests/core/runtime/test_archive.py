@@ -141,3 +141,15 @@ def test_a_fifo_or_a_folder_in_place_of_a_file_is_refused_without_blocking(tmp_p
     assert read_regular_file(tmp_path / "plain", "test file") == b"abc"
     with pytest.raises(DamagedFileError, match=r"plain is 3 bytes, more than the 2"):
         read_regular_file(tmp_path / "plain", "test file", limit=2)
+
+
+def test_arrays_of_extension_dtypes_keep_their_dtype_through_npz() -> None:
+    import ml_dtypes
+
+    arrays = {"scale": np.array([0.5, -3.0], dtype=ml_dtypes.bfloat16),
+              "f8": np.array([1.0, 2.0], dtype=ml_dtypes.float8_e4m3fn), "plain": np.arange(3, dtype=np.int8)}
+    back = read_npz(npz_bytes(arrays), "test")
+    assert set(back) == set(arrays)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype
+        np.testing.assert_array_equal(back[name].astype(np.float32), array.astype(np.float32))
