@@ -12,6 +12,17 @@ compiles its C simulation with g++ (:mod:`.csim`); a kernel that does not fit th
 does not compile is a PluginError naming the node and the reason (the first compiler
 message), so the region falls back.
 
+Fixed point (the ``fpga_fixed`` option, :mod:`.fixed`): ``"float32"`` (the default) keeps
+the graph's dtypes; ``"W,I"`` computes every float32 tensor in ``ap_fixed<W,I>``;
+``"auto:W"`` picks each buffer's integer bits from the ranges a calibration run shows
+(the region's reference on seeded inputs, each scheduled kernel's float C simulation on
+its share of them). The top functions keep float pointers, so C simulation, the host
+and the testbench pass float arrays. Such a compile needs the ap_types headers of an
+installed hls4ml (a PluginError with the install hint otherwise, so the region falls
+back), runs the part once on the calibration sample and reports each output's cosine
+similarity to the float reference. The estimate is still the float design's (see
+:mod:`.estimate`).
+
 With a dump folder, every kernel is exported as a Vitis HLS project of its own: the
 kernel's ``.cpp`` and ``.h``, a testbench that replays captured inputs against captured
 outputs (seeded inputs, the C simulation's outputs), the ``.bin`` files they read, a
@@ -37,11 +48,16 @@ from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
+from hetero.core.runtime.reference import run_reference
 from hetero.errors import HeteroError, PluginError
 from hetero.plugins.fpga_hls.csim import compile_kernel, find_gxx
 from hetero.plugins.fpga_hls.device import DEFAULT_PART, PRESETS, FpgaPart
 from hetero.plugins.fpga_hls.emit import HlsKernel, emit_hls
 from hetero.plugins.fpga_hls.estimate import Estimate, estimate
+from hetero.plugins.fpga_hls.fixed import (
+    FixedOption, ap_types_dir, calibration_sample, calibration_values, cosine_similarity, kernel_formats,
+    observed_ranges, parse_option,
+)
 from hetero.plugins.fpga_hls.part import Figures, HlsPart, HlsStep, writeable
 from hetero.plugins.fpga_hls.schedules import default_schedule
 
@@ -55,14 +71,18 @@ DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "bool", "int8",
 OPTIONS = (
     Option("fpga_part", f"the FPGA part to build for (default {DEFAULT_PART})", types=(str,),
            choices=tuple(PRESETS)),
+    Option("fpga_fixed", "what float32 tensors compute in: 'float32' (the default), 'W,I' for "
+           "ap_fixed<W,I> everywhere, or 'auto:W' for W bits with integer bits per tensor from "
+           "calibration ranges (needs hls4ml: pip install 'hetero[fpga]')", types=(str,)),
 )
 
 
 @dataclass(frozen=True)
 class HlsSettings:
-    """The backend's reading of its options: the part."""
+    """The backend's reading of its options: the part and the fixed-point choice."""
 
     part: FpgaPart
+    fixed: FixedOption = FixedOption()
 
 
 @dataclass(frozen=True)
@@ -74,12 +94,19 @@ class BuiltKernel:
     estimate: Estimate
 
 
-def build(func: PrimFunc, part: FpgaPart) -> BuiltKernel:
-    """``func`` scheduled for ``part``, estimated, refused unless it fits, emitted."""
+def build(func: PrimFunc, part: FpgaPart, fixed: FixedOption = FixedOption(),
+          sample: Mapping[str, np.ndarray] | None = None) -> BuiltKernel:
+    """``func`` scheduled for ``part``, estimated, refused unless it fits, emitted; with
+    ``fixed``, its float32 values in the formats it gives (:mod:`.fixed`), for ``auto``
+    from the ranges the scheduled function shows on ``sample`` (its calibration
+    inputs by parameter name)."""
     schedule = default_schedule(func, part)
     found = estimate(schedule.func, part)
     found.require_fit(part)
-    return BuiltKernel(schedule.func, emit_hls(schedule.func), found)
+    ranges = observed_ranges(schedule.func, sample or {}) if fixed.is_auto else None
+    formats = kernel_formats(fixed, schedule.func, ranges)
+    kernel = emit_hls(schedule.func) if formats is None else emit_hls(schedule.func, formats=formats)
+    return BuiltKernel(schedule.func, kernel, found)
 
 
 class FpgaHlsBackend(Backend):
@@ -104,7 +131,8 @@ class FpgaHlsBackend(Backend):
 
     def declare(self, options: Mapping[str, Any]) -> Declarations:
         part = PRESETS[options["fpga_part"] or DEFAULT_PART]
-        return Declarations(part.memory_hierarchy(), part.peak_gops, (), HlsSettings(part))
+        fixed = parse_option(options.get("fpga_fixed"))
+        return Declarations(part.memory_hierarchy(), part.peak_gops, (), HlsSettings(part, fixed))
 
     def supports(self, node: Node, target: Target) -> Support:
         if not is_lowerable(node.op):
@@ -147,8 +175,15 @@ class FpgaHlsBackend(Backend):
         graph = fuse_epilogues(subgraph)
         plan = kernel_steps(graph, VIEW_OPS)
         steps: list[HlsStep] = []
-        built: dict[str, BuiltKernel] = {}
+        built: dict[tuple[str, tuple[str, ...]], BuiltKernel] = {}
         compiled = {}
+        fixed = settings.fixed
+        if not fixed.is_float:
+            try:
+                ap_types_dir()
+            except HeteroError as exc:
+                raise PluginError(f"fpga_hls (fpga_fixed={fixed}): {exc}") from exc
+        values = calibration_values(subgraph) if fixed.is_auto else {}
         for index, step in enumerate(plan):
             progress.step("kernel", index + 1, len(plan), step.node.name)
             if step.view is not None:
@@ -157,13 +192,15 @@ class FpgaHlsBackend(Backend):
             members = list(step.members)
             func = canonical_names(lower_group(members, step.node.name) if len(members) > 1
                                    else lower_node(step.node))
+            sample = {b.name: values[v] for b, v in zip(func.params, step.inputs) if v in values}
+            key = (func.name, step.inputs if fixed.is_auto else ())  # auto: formats follow the inputs
             try:
-                if func.name not in built:
-                    built[func.name] = build(func, settings.part)
-                    compiled[built[func.name].kernel.top] = compile_kernel(built[func.name].kernel)
+                if key not in built:
+                    built[key] = build(func, settings.part, fixed, sample)
+                    compiled[built[key].kernel.top] = compile_kernel(built[key].kernel)
             except HeteroError as exc:
                 raise PluginError(f"fpga_hls could not build {step.label}: {exc}") from exc
-            kernel = built[func.name]
+            kernel = built[key]
             r = kernel.estimate.resources
             figures = Figures(kernel.estimate.cycles, r.dsp, r.bram_18k, r.uram, r.lut, r.ff)
             steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, kernel.kernel, figures,
@@ -172,12 +209,27 @@ class FpgaHlsBackend(Backend):
         constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
         part = HlsPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
                        constants, aliases, settings.part, compiled)
+        if not fixed.is_float:
+            part.fixed_note = fixed_comparison(part, subgraph, fixed)
         if target.dump_dir is not None:
             export_projects(target.dump_dir, part, graph)
         return part
 
     def load_artifact(self, artifact: bytes) -> HlsPart:
         return HlsPart.from_artifact(artifact)
+
+
+def fixed_comparison(part: HlsPart, graph: Graph, fixed: FixedOption) -> str:
+    """How ``part`` (compiled in fixed point) compares with ``graph``'s float reference on
+    the calibration sample: each float output's cosine similarity and largest error."""
+    sample = calibration_sample(graph)
+    want = run_reference(graph, sample)
+    got = part.run(sample)
+    parts = [f"{name} cosine {cosine_similarity(got[name], want[name]):.6f}, max |error| "
+             f"{float(np.max(np.abs(np.asarray(got[name], np.float64) - want[name]), initial=0.0)):.3g}"
+             for name in part.outputs if np.asarray(want[name]).dtype.kind == "f"]
+    return (f"fixed point (fpga_fixed={fixed}) against the float reference on the seeded calibration sample: "
+            + ("; ".join(parts) or "no float outputs"))
 
 
 def export_projects(folder: Path, part: HlsPart, graph: Graph) -> None:
@@ -202,7 +254,10 @@ def export_projects(folder: Path, part: HlsPart, graph: Graph) -> None:
             np.asarray(a, order="C").tofile(where / "data" / f"{b.name}.bin")
         (where / f"tb_{kernel.top}.cpp").write_text(_testbench(kernel, n_in))
         (where / "run_hls.tcl").write_text(_tcl(kernel, part.part))
-        (where / "estimate.txt").write_text(f"{step.name} on {part.part.summary()}\n\n{step.table}\n")
+        formats = "float32" if kernel.formats is None else kernel.formats.describe(
+            dict(zip(kernel.param_names, (*step.inputs, *step.outputs))))
+        (where / "estimate.txt").write_text(f"{step.name} on {part.part.summary()}\ncomputes in {formats}\n\n"
+                                            f"{step.table}\n")
 
 
 def _sample(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

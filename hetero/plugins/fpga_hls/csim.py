@@ -15,6 +15,11 @@ it or others can write it: what is loaded from it runs as this process. A librar
 written to a temporary name and moved into place, so a concurrent reader sees the
 whole file or none.
 
+Fixed point: a kernel with formats (:mod:`.fixed`) is compiled with ``-isystem`` the
+ap_types folder of the installed hls4ml (the headers' own warnings are silenced by
+the ``-Wno-`` flags above and by ``-isystem``); the folder's path is among the flags, so
+it is part of the cache key. Without hls4ml that is a CodegenError with the install hint.
+
 Errors: g++ missing is a :class:`CodegenError` saying to install it; a compile error
 is a CodegenError naming the kernel and the first line g++ reports an error on.
 """
@@ -37,6 +42,7 @@ import numpy as np
 from hetero.core.runtime.cache import CACHE_ENV, CompileCache
 from hetero.errors import CodegenError, InputError
 from hetero.plugins.fpga_hls.emit import HlsKernel
+from hetero.plugins.fpga_hls.fixed import ap_types_dir
 
 #: The flags C simulation compiles with (the ``-Wno-`` ones silence what the ap_types
 #: headers raise and what HLS idioms are: unknown pragmas, unused labels).
@@ -89,6 +95,21 @@ class CsimKernel:
         self(*copies)
         return {b.name: a for b, a in zip(self.kernel.params, copies)}
 
+    def ranges(self) -> dict[str, float]:
+        """A calibration kernel's (:class:`~hetero.plugins.fpga_hls.emit.RangeExprPrinter`)
+        largest finite magnitude stored to each tracked buffer since :meth:`reset_ranges`."""
+        return dict(zip(self.kernel.tracked, map(float, self._ranges())))
+
+    def reset_ranges(self) -> None:
+        """Forget the magnitudes :meth:`ranges` reports."""
+        data = self._ranges()
+        ctypes.memset(data, 0, ctypes.sizeof(data))
+
+    def _ranges(self) -> ctypes.Array:
+        if not self.kernel.tracked:
+            raise InputError(f"kernel {self.kernel.top} tracks no ranges; emit it with RangeExprPrinter")
+        return (ctypes.c_float * len(self.kernel.tracked)).in_dll(ctypes.CDLL(str(self.library)), "hetero_ranges")
+
     def __call__(self, *arrays: np.ndarray) -> None:
         """Call the kernel in place on ``arrays``, one a parameter in order, each C-contiguous
         of the parameter's dtype and shape (checked: a wrong one would be read out of bounds)."""
@@ -103,11 +124,17 @@ class CsimKernel:
 
 
 def compile_kernel(kernel: HlsKernel, flags: Sequence[str] = (), cache: Path | None = None) -> CsimKernel:
-    """``kernel`` compiled with :data:`GXX_FLAGS` (and ``flags`` after them, as an
-    ``-isystem`` for the ap_types headers) into a cached library, loaded."""
+    """``kernel`` compiled with :data:`GXX_FLAGS` (a fixed-point kernel with ``-isystem``
+    the ap_types headers' folder, :func:`~hetero.plugins.fpga_hls.fixed.ap_types_dir`;
+    ``flags`` after them) into a cached library, loaded."""
     gxx = find_gxx()
     if gxx is None:
         raise CodegenError(f"kernel {kernel.top}: {INSTALL_HINT}")
+    if kernel.formats is not None:
+        try:
+            flags = ("-isystem", str(ap_types_dir()), *flags)
+        except CodegenError as exc:
+            raise CodegenError(f"kernel {kernel.top}: {exc}") from None
     all_flags = (*GXX_FLAGS, *flags)
     digest = hashlib.sha256("\0".join((_gxx_version(gxx), *all_flags, kernel.source)).encode()).hexdigest()
     folder = cache or cache_folder()

@@ -7,7 +7,10 @@ the region made). ``run`` calls each kernel's C simulation (:mod:`.csim`: the sa
 compiled by g++, called through ctypes) on the arrays of the part's :attr:`device`, a
 memory of its own standing for the card's DDR or HBM, so the executable copies values in
 and out as it would over PCIe. Each step keeps its estimate (latency in cycles,
-resources against the part), which :meth:`HlsPart.report` tabulates.
+resources against the part), which :meth:`HlsPart.report` tabulates with the format
+each kernel computes in (``float32``, or its ``ap_fixed`` compute format: :mod:`.fixed`)
+and, for a fixed-point compile, the cosine similarity of its outputs to the float
+reference on the calibration sample.
 
 The artifact holds every kernel's C++ and header, the estimates' figures and the
 constants; loading it compiles the C++ again (from g++'s cache when it is there).
@@ -33,6 +36,7 @@ from hetero.errors import DamagedFileError, InputError
 from hetero.plugins.fpga_hls.csim import CsimKernel, compile_kernel
 from hetero.plugins.fpga_hls.device import PRESETS, FpgaPart
 from hetero.plugins.fpga_hls.emit import HlsKernel
+from hetero.plugins.fpga_hls.fixed import KernelFormats
 
 #: Where the part's values live: the card's memory, simulated by host arrays.
 CARD = NumpyDevice("fpga_hls")
@@ -79,7 +83,7 @@ class HlsPart:
 
     def __init__(self, inputs: tuple[str, ...], outputs: tuple[str, ...], steps: Sequence[HlsStep],
                  constants: Mapping[str, np.ndarray], aliases: Mapping[str, str], part: FpgaPart,
-                 compiled: Mapping[str, CsimKernel] | None = None) -> None:
+                 compiled: Mapping[str, CsimKernel] | None = None, fixed_note: str = "") -> None:
         self.inputs = inputs
         self.outputs = outputs
         self.steps = list(steps)
@@ -89,6 +93,9 @@ class HlsPart:
         self.part = part
         self.last_profile: list[tuple[str, float]] = []
         self._compiled = dict(compiled or {})
+        #: For a fixed-point compile, how its outputs compare with the float reference on
+        #: the calibration sample (cosine similarity, largest error); empty in float32.
+        self.fixed_note = fixed_note
 
     @property
     def kernel_count(self) -> int:
@@ -141,21 +148,31 @@ class HlsPart:
         return env
 
     def report(self) -> str:
-        """Per kernel: estimated cycles and resources against the part; then the total."""
+        """Per kernel: the format its float32 values compute in, estimated cycles and
+        resources against the part; then the total, each auto kernel's tensor formats and,
+        for fixed point, the comparison with the float reference."""
         part = self.part
-        head = ("kernel", "cycles", "us", "DSP", "BRAM_18K", "URAM", "LUT", "FF")
+        head = ("kernel", "format", "cycles", "us", "DSP", "BRAM_18K", "URAM", "LUT", "FF")
         rows = [head]
         total = [0] * 6
+        notes = []
         for step in self.steps:
             f = step.figures
             if f is None:
                 continue
-            values = (f.cycles, f.dsp, f.bram_18k, f.uram, f.lut, f.ff)
-            total = [a + b for a, b in zip(total, values)]
-            rows.append((step.name, str(f.cycles), f"{f.cycles / part.clock_mhz:.1f}", *map(str, values[1:])))
+            figures = (f.cycles, f.dsp, f.bram_18k, f.uram, f.lut, f.ff)
+            total = [a + b for a, b in zip(total, figures)]
+            formats = step.kernel.formats if step.kernel is not None else None
+            fmt = "float32" if formats is None else str(formats.compute)
+            if formats is not None and set(formats.buffers.values()) - {formats.compute}:
+                fmt += "*"
+                values = dict(zip((b.name for b in step.kernel.params), (*step.inputs, *step.outputs)))
+                notes.append(f"  * {step.name}: {formats.describe(values)}")
+            rows.append((step.name, fmt, str(f.cycles), f"{f.cycles / part.clock_mhz:.1f}", *map(str, figures[1:])))
         have = (part.dsp, part.bram_18k, part.uram, part.lut, part.ff)
-        rows.append(("total (kernels in turn)", str(total[0]), f"{total[0] / part.clock_mhz:.1f}", *map(str, total[1:])))
-        rows.append((f"{part.name} has", "", "", *map(str, have)))
+        rows.append(("total (kernels in turn)", "", str(total[0]), f"{total[0] / part.clock_mhz:.1f}",
+                     *map(str, total[1:])))
+        rows.append((f"{part.name} has", "", "", "", *map(str, have)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = [f"{self.kernel_count} HLS kernels for {part.summary()}; estimates (no synthesis), run by C simulation"]
         lines += ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -163,6 +180,9 @@ class HlsPart:
         largest = max((s for s in self.steps if s.figures is not None), key=lambda s: s.figures.dsp, default=None)
         lines.append("  each kernel is a design of its own: a design fits when each fits the part, and the one with "
                      f"the most DSPs is {largest.name}" if largest is not None else "  no kernels")
+        lines += notes
+        if self.fixed_note:
+            lines.append(f"  {self.fixed_note}")
         return "\n".join(lines)
 
     @property
@@ -170,12 +190,13 @@ class HlsPart:
         """A zip of the manifest, every kernel's C++ and header, and the constants."""
         manifest = {
             "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
-            "part": self.part.name, "constants": list(self.constants),
+            "part": self.part.name, "constants": list(self.constants), "fixed_note": self.fixed_note,
             "steps": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs), "nodes": list(s.nodes),
                        "checks": [list(c) for c in s.checks],
                        **({"view": list(s.view)} if s.view is not None else {
                            "top": s.kernel.top, "table": s.table,
                            "params": [[b.name, list(b.shape), np.dtype(b.dtype).name] for b in s.kernel.params],
+                           "formats": s.kernel.formats.to_json() if s.kernel.formats is not None else None,
                            "figures": list(vars(s.figures).values()) if s.figures is not None else None})}
                       for s in self.steps],
         }
@@ -205,14 +226,16 @@ class HlsPart:
                         continue
                     params = tuple(Buffer(n, tuple(int(d) for d in shape), as_dtype(dtype))
                                    for n, shape, dtype in s["params"])
+                    formats = KernelFormats.from_json(s["formats"]) if s.get("formats") is not None else None
                     kernel = HlsKernel(s["top"], read_member(zf, f"hls/{i}.cpp", source).decode(),
-                                       read_member(zf, f"hls/{i}.h", source).decode(), params)
+                                       read_member(zf, f"hls/{i}.h", source).decode(), params, formats)
                     figures = Figures(*(int(v) for v in s["figures"])) if s["figures"] is not None else None
                     steps.append(HlsStep(s["name"], *names, kernel, figures, str(s["table"]), checks))
                 arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
                 constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
-                           dict(manifest["aliases"]), PRESETS[manifest["part"]])
+                           dict(manifest["aliases"]), PRESETS[manifest["part"]],
+                           fixed_note=str(manifest.get("fixed_note", "")))
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
                                        f"({type(exc).__name__}: {exc}); recompile the model") from None
