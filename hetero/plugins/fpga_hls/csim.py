@@ -45,9 +45,12 @@ from hetero.plugins.fpga_hls.emit import HlsKernel
 from hetero.plugins.fpga_hls.fixed import ap_types_dir
 
 #: The flags C simulation compiles with (the ``-Wno-`` ones silence what the ap_types
-#: headers raise and what HLS idioms are: unknown pragmas, unused labels).
+#: headers raise and what HLS idioms are: unknown pragmas, unused labels; and two that the
+#: legalised IR writes on purpose: ``x != x``, the NaN test, and a range check of an
+#: unsigned index against zero, which the IR makes for every integer type alike).
 GXX_FLAGS = ("-std=c++14", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-Wno-unused-label",
-             "-Wno-uninitialized", "-Wno-maybe-uninitialized", "-fPIC", "-shared")
+             "-Wno-uninitialized", "-Wno-maybe-uninitialized", "-Wno-tautological-compare", "-Wno-type-limits",
+             "-fPIC", "-shared")
 INSTALL_HINT = "g++ was not found on the PATH; install it (Debian/Ubuntu: apt-get install g++) for C simulation"
 
 
