@@ -176,8 +176,28 @@ class Schedule:
 
         Before / after ``bind(i_0, "blockIdx.x")``: ``for i_0 in range(4) {`` becomes
         ``for i_0 in range(4) thread_binding(blockIdx.x) {``.
+
+        One exception to "not already bound": a loop of a ``shared`` stage computed
+        inside the thread loops (:meth:`compute_at` relaxes its region over them) may be
+        bound to the axis of a loop around it of the same extent; the threads of that
+        loop then share the stage's iterations, so the loop goes and its variable
+        becomes that thread loop's (TVM binds both to one thread variable). Before /
+        after ``bind(ax0_1, "threadIdx.x")`` inside ``for tx in range(16)
+        thread_binding(threadIdx.x)``::
+
+            block A_shared {                        block A_shared {
+              for ax0_0 in range(4) {                 for ax0_0 in range(4) {
+                for ax0_1 in range(16) {                A_shared[ax0_0 * 16 + tx] = ...
+                  A_shared[ax0_0 * 16 + ax0_1] = ...
         """
-        self._set_kind(loop, ForKind.THREAD_BINDING, "bind", thread_axis)
+        path = self._loop_path(loop)
+        around = [f for _, f in enclosing_loops(self.func.body, path) if f.thread_axis == thread_axis]
+        if not around:
+            self._set_kind(loop, ForKind.THREAD_BINDING, "bind", thread_axis)
+            return
+        body = stages.bind_to_enclosing_axis(self.func.body, path, around[-1],
+                                             f"cannot bind {loop} to {thread_axis}")
+        self._commit(body, Instruction("bind", (loop,), {"thread_axis": thread_axis}))
 
     def pipeline(self, loop: LoopRef, ii: int = 1) -> None:
         """Overlap the iterations of the serial ``loop``, starting one every ``ii`` cycles
@@ -245,6 +265,34 @@ class Schedule:
         self._commit(body, Instruction("cache_read", (block,), {"buffer": buffer, "scope": scope}))
         return BlockRef(name)
 
+    def cache_operand(self, block: BlockRef, *loops: LoopRef, buffer: str, scope: str) -> BlockRef:
+        """Compute the operand of ``block`` that reads ``buffer`` (the largest expression of
+        its stores reading that buffer and no other: a matmul's ``A[i, k]``, a padded
+        convolution's ``select(inside, X[...], 0.0)``) into a new buffer ``{buffer}_{scope}``
+        indexed by ``loops`` (``block``'s loops, every one the operand uses, in the order
+        the new buffer's dimensions take), just before ``block``, which then reads the
+        copy; return the copy block (named like its buffer). Where the operand is a
+        plain read this is :meth:`cache_read` in the loops' coordinates; where it is an
+        expression, the copy computes it once an element (implicit GEMM's im2col tile).
+        ``block`` must not sit inside a loop; the operand must be one expression.
+
+        Before / after ``cache_operand(Y, p, r, buffer="X", scope="shared")``::
+
+            block Y {                           alloc X_shared: f32[16,9] shared {
+              for p, r:                           block X_shared {
+                ... select(c(p, r), X[f(p, r)], 0.0) ...   for ax0, ax1:
+            }                                         X_shared[ax0, ax1] = select(c(ax0, ax1), X[f(ax0, ax1)], 0.0)
+                                                  block Y {
+                                                    ... X_shared[p, r] ...
+        """
+        path = self._block_path(block)
+        loop_paths = [self._loop_path(l) for l in loops]
+        if any(l.block != block.name for l in loops):
+            raise ScheduleError(f"cache_operand of {buffer} for {block}: name loops of that block")
+        body, name = stages.cache_operand(self.func, path, buffer, loop_paths, scope)
+        self._commit(body, Instruction("cache_operand", (block, *loops), {"buffer": buffer, "scope": scope}))
+        return BlockRef(name)
+
     def cache_write(self, block: BlockRef, scope: str) -> BlockRef:
         """Make ``block`` write a new buffer ``{buffer}_{scope}`` and copy it to the original
         buffer after it; return the copy block. ``block`` must not sit inside a loop
@@ -273,6 +321,17 @@ class Schedule:
         read only under ``loop`` at indices affine in the loop variables, the outer
         loops entering every read alike (``B[i]``, ``B[i_0 * 4 + i_1 + r]``). A region that
         may leave the buffer is guarded; region dimensions of extent 1 lose their loop.
+        A read clamped into the buffer (``min(e, n - 1)``, as :meth:`tile_accumulator`
+        writes past a ragged split) counts as ``e`` where the clamp never falls below
+        the region.
+
+        A ``shared`` buffer computed inside ``threadIdx.*`` loops is shared by the
+        block's threads: its region is relaxed over those loops, the buffer shrinks to
+        the region (reads are re-indexed from its start), its allocation moves just
+        outside the outermost of them, and ``loop``'s body becomes ``copy; barrier;
+        body; barrier`` (a second shared stage computed at the same loop joins the
+        first copy before the barrier). Bind the copy's loops to those threads with
+        :meth:`bind`.
 
         Before / after ``compute_at(B, i_0)`` with ``C`` split by 4::
 

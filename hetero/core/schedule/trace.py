@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: The primitives a trace may hold, each replayed by calling the Schedule method of
 #: that name with the instruction's inputs, attrs and decisions.
 KINDS = ("split", "reorder", "fuse", "vectorize", "parallel", "unroll", "bind", "pipeline",
-         "annotate", "cache_read", "cache_write", "compute_at", "compute_inline",
+         "annotate", "cache_read", "cache_operand", "cache_write", "compute_at", "compute_inline",
          "tile_accumulator", "pack", "rfactor")
 
 TRACE_FORMAT = 1
