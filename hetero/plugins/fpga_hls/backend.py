@@ -101,10 +101,10 @@ def build(func: PrimFunc, part: FpgaPart, fixed: FixedOption = FixedOption(),
     from the ranges the scheduled function shows on ``sample`` (its calibration
     inputs by parameter name)."""
     schedule = default_schedule(func, part)
-    found = estimate(schedule.func, part)
-    found.require_fit(part)
     ranges = observed_ranges(schedule.func, sample or {}) if fixed.is_auto else None
     formats = kernel_formats(fixed, schedule.func, ranges)
+    found = estimate(schedule.func, part, formats)
+    found.require_fit(part)
     kernel = emit_hls(schedule.func) if formats is None else emit_hls(schedule.func, formats=formats)
     return BuiltKernel(schedule.func, kernel, found)
 

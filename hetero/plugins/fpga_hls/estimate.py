@@ -59,6 +59,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 import math
+from typing import Any
 
 import numpy as np
 
@@ -282,32 +283,52 @@ class Estimate:
 _RESOURCE_LABELS = (("dsp", "DSP"), ("bram_18k", "BRAM_18K"), ("uram", "URAM"), ("lut", "LUT"), ("ff", "FF"))
 
 
-def estimate(func: PrimFunc | Schedule, part: FpgaPart | str | None = None) -> Estimate:
-    """The latency and resources of ``func`` (or a schedule's current function) on ``part``."""
+def estimate(func: PrimFunc | Schedule, part: FpgaPart | str | None = None, formats: Any = None) -> Estimate:
+    """The latency and resources of ``func`` (or a schedule's current function) on ``part``.
+
+    ``formats`` (a :class:`~hetero.plugins.fpga_hls.fixed.KernelFormats`) says the kernel
+    computes its float32 values in fixed point: additions, comparisons and selects then
+    cost what integer ones of the compute format's width do, multiplies
+    :func:`int_mul_dsp` of that width, an accumulation carries the integer adder's
+    one-cycle recurrence, and each float32 buffer holds its format's bits an element;
+    divisions and math functions stay float (the emitter computes them in float), with a
+    conversion in and out.
+    """
     if isinstance(func, Schedule):
         func = func.func
     target = get_part(part)
     allocations = {s.buffer: s.partitions for s in walk(func.body) if isinstance(s, Allocate)}
-    model = _Model(allocations)
+    model = _Model(allocations, None if formats is None else formats.compute.width)
     nests = tuple(model.nest(name, loop) for name, loop in _outer_loops(func.body, func.name))
     model.ops = Resources()
     loose = model.cycles(func.body, outer_only=True)
-    buffers = tuple(buffer_estimate(b, p) for b, p in allocations.items() if b.scope != "global")
+    buffers = tuple(buffer_estimate(b, p, _element_bits(b, formats)) for b, p in allocations.items()
+                    if b.scope != "global")
     memory = Resources(bram_18k=sum(b.bram_18k for b in buffers), uram=sum(b.uram for b in buffers),
                        ff=sum(b.ff for b in buffers))
     total = sum((n.resources for n in nests), model.ops) + memory
     return Estimate(func.name, target, nests, buffers, sum(n.cycles for n in nests) + loose, total)
 
 
-def buffer_estimate(buffer: Buffer, partitions: Iterable[Partition] = ()) -> BufferEstimate:
-    """The banks of ``buffer`` partitioned by ``partitions`` and the memory they take."""
+def _element_bits(buffer: Buffer, formats: Any) -> int | None:
+    """The bits an element of ``buffer`` takes under ``formats`` (None: its dtype's)."""
+    if formats is None or buffer.dtype != np.float32:
+        return None
+    return formats.of(buffer).width
+
+
+def buffer_estimate(buffer: Buffer, partitions: Iterable[Partition] = (),
+                    element_bits: int | None = None) -> BufferEstimate:
+    """The banks of ``buffer`` partitioned by ``partitions`` and the memory they take, each
+    element ``element_bits`` wide (by default its dtype's width)."""
     banks_by_dim = _banks_by_dim(buffer, tuple(partitions))
     banks = math.prod(banks_by_dim)
     per_bank = math.prod(-(-extent // b) for extent, b in zip(buffer.shape, banks_by_dim))
-    bits = per_bank * buffer.dtype.itemsize * 8
+    width = buffer.dtype.itemsize * 8 if element_bits is None else element_bits
+    bits = per_bank * width
     bram = uram = ff = 0
     if _is_registers(buffer, banks_by_dim):
-        ff = buffer.size * buffer.dtype.itemsize * 8
+        ff = buffer.size * width
     elif buffer.scope == "uram":
         uram = banks * -(-bits // URAM_BITS)
     else:
@@ -361,10 +382,12 @@ class _Body:
 
 
 class _Model:
-    """Cycles and operators of loop nests; ``partitions`` of every allocated buffer."""
+    """Cycles and operators of loop nests; ``partitions`` of every allocated buffer; ``fixed``
+    the compute width where float32 values are computed in fixed point."""
 
-    def __init__(self, partitions: Mapping[Buffer, tuple[Partition, ...]]) -> None:
+    def __init__(self, partitions: Mapping[Buffer, tuple[Partition, ...]], fixed: int | None = None) -> None:
         self.partitions = partitions
+        self.fixed = fixed
         self.pipelines: list[PipelineEstimate] = []
         self.ops = Resources()
 
@@ -397,7 +420,7 @@ class _Model:
             return max(then, other)
         if isinstance(stmt, (Store, Evaluate)):
             body = _Body()
-            _Collector(body, {}, None, self.partitions).stmt(stmt)
+            _Collector(body, {}, None, self.partitions, self.fixed).stmt(stmt)
             self.ops = self.ops + _scaled(body.ops, copies)
             return body.depth
         if isinstance(stmt, Barrier):
@@ -409,7 +432,7 @@ class _Model:
         trip = -(-loop.extent // factor)
         lanes = {loop.var: factor} if factor > 1 else {}
         body = _Body()
-        _Collector(body, lanes, loop.var, self.partitions).stmt(loop.body)
+        _Collector(body, lanes, loop.var, self.partitions, self.fixed).stmt(loop.body)
         requested = loop.annotation("ii", 1)
         ii, limit = requested, "requested"
         port_ii, port_limit = self._port_limit(body)
@@ -461,8 +484,25 @@ class _Collector:
     each unrolled loop variable in scope to its extent; ``pipelined`` is the loop's var."""
 
     def __init__(self, body: _Body, lanes: dict[Var, int], pipelined: Var | None,
-                 partitions: Mapping[Buffer, tuple[Partition, ...]]) -> None:
+                 partitions: Mapping[Buffer, tuple[Partition, ...]], fixed: int | None = None) -> None:
         self.body, self.lanes, self.pipelined, self.partitions = body, dict(lanes), pipelined, partitions
+        self.fixed = fixed
+
+    def _fixed(self, dtype: np.dtype) -> bool:
+        """Whether values of ``dtype`` are computed in fixed point here."""
+        return self.fixed is not None and np.dtype(dtype) == np.float32
+
+    def cost(self, op: str, dtype: np.dtype, **kw: Any) -> OpCost:
+        """:func:`op_cost`, with float32 in fixed point costed as :meth:`Estimate` says."""
+        if not self._fixed(dtype):
+            return op_cost(op, dtype, **kw)
+        if op in ("add", "sub", "mul", "min", "max", "cmp", "select"):
+            return op_cost(op, np.dtype(np.int64), bits=self.fixed, by_constant=kw.get("by_constant", False))
+        if op == "cast":
+            return FLOAT_CAST
+        float_cost = op_cost(op, dtype)
+        return OpCost(float_cost.dsp, float_cost.lut + 2 * FLOAT_CAST.lut, float_cost.ff + 2 * FLOAT_CAST.ff,
+                      float_cost.latency + 2 * FLOAT_CAST.latency)
 
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, For):
@@ -510,11 +550,11 @@ class _Collector:
             op, rest = chained
             depth = self.expr(rest)
             self.access(s.buffer, s.indices, False)
-            cost = op_cost(op, s.value.dtype)
+            cost = self.cost(op, s.value.dtype)
             self.body.ops = self.body.ops + _scaled(_resources(cost), self.copies())
             same = [n for v, n in self.lanes.items() if not any(v in _vars(i) for i in s.indices)]
             chain = math.prod(same)
-            if s.value.dtype.kind == "f":
+            if s.value.dtype.kind == "f" and not self._fixed(s.value.dtype):
                 depth += chain * cost.latency
                 recurrence = chain * cost.latency
             else:
@@ -554,22 +594,22 @@ class _Collector:
         if isinstance(e, Binary):
             by_constant = isinstance(e.a, Const) or isinstance(e.b, Const)
             bits = max(_int_bits(e.a), _int_bits(e.b)) if e.dtype.kind in "iu" else None
-            cost = op_cost(e.op, e.dtype, by_constant=by_constant, bits=bits)
+            cost = self.cost(e.op, e.dtype, by_constant=by_constant, bits=bits)
             inner = max(self.expr(e.a), self.expr(e.b))
         elif isinstance(e, Compare):
-            cost = op_cost("cmp", e.a.dtype)
+            cost = self.cost("cmp", e.a.dtype)
             inner = max(self.expr(e.a), self.expr(e.b))
         elif isinstance(e, (Logical, Not)):
             cost = OpCost(0, 1, 0, 0)
             inner = max(self.expr(x) for x in ((e.a, e.b) if isinstance(e, Logical) else (e.a,)))
         elif isinstance(e, Select):
-            cost = op_cost("select", e.dtype)
+            cost = self.cost("select", e.dtype)
             inner = max(self.expr(e.cond), self.expr(e.a), self.expr(e.b))
         elif isinstance(e, Cast):
-            cost = op_cost("cast", e.dtype if e.dtype.kind == "f" else e.a.dtype)
+            cost = self.cost("cast", e.dtype if e.dtype.kind == "f" else e.a.dtype)
             inner = self.expr(e.a)
         elif isinstance(e, Call):
-            cost = op_cost(e.func, e.dtype)
+            cost = self.cost(e.func, e.dtype)
             inner = max((self.expr(a) for a in e.args), default=0)
         else:
             raise PluginError(f"fpga_hls estimate: no cost model for a {type(e).__name__}")

@@ -201,3 +201,23 @@ def test_int8_products_widened_to_int32_take_one_dsp() -> None:
     z = Buffer("z", (16,), i32)
     wide = estimate(PrimFunc("g", (y, z), _pipelined(i, 16, Store(z, (i,), y[i] * y[i]))), "u50")
     assert wide.resources.dsp == 3
+
+
+def test_float32_in_fixed_point_is_costed_as_integers_of_the_formats_width() -> None:
+    from hetero.plugins.fpga_hls.fixed import FixedFormat, KernelFormats
+
+    fixed = KernelFormats(FixedFormat(16, 6), {})
+    # The float32 dot product in ap_fixed<16,6>: the add is a 16-bit integer add (1 cycle,
+    # so II = 1 where float waits 4 cycles for its adder); the 16 x 16 product is 1 DSP
+    # (3 for float32's fmul, and 2 for its fadd); depth = load 1 + mul 3 + add 1 + store 1 = 6.
+    est = estimate(_dot(F32, (1,), lambda k: (const(0, np.int64),)), "u50", fixed)
+    pipe = est.nests[0].pipelines[0]
+    assert (pipe.ii, pipe.depth, pipe.cycles) == (1, 6, 37)
+    assert est.resources.dsp == 1
+    # A float32 buffer stores 16 bits an element: 2048 of them are 32 Kb, two BRAM_18K
+    # (four in float32).
+    t = Buffer("t", (2048,), F32, scope="bram")
+    body = Allocate(t, Store(t, (const(0, np.int64),), const(1.0, F32)))
+    func = PrimFunc("g", (), body)
+    assert estimate(func, "u50", KernelFormats(FixedFormat(16, 6), {})).buffers[0].bram_18k == 2
+    assert estimate(func, "u50").buffers[0].bram_18k == 4
