@@ -154,8 +154,13 @@ def cache_operand(func: PrimFunc, path: Path, buffer_name: str, loop_paths: list
         raise ScheduleError(f"{label}: the block sits inside a loop; cache an operand before compute_at")
     if any(s.buffer == source for _, s in stores(block)):
         raise ScheduleError(f"{label}: the block also writes {buffer_name}; a copy of its operand would go stale")
-    found = {e for v in values for e in exprs_of(v) if _reads(e) == {source}}
-    largest = {e for e in found if not any(e != c and e in set(exprs_of(c)) for c in found)}
+    largest = _largest_operands(values, source)
+    if len(largest) > 1:
+        # An epilogue may read the buffer too (a residual add of the block's own input):
+        # the operand of the block's update (a store that reads what it writes) is meant.
+        updates = [st.value for _, st in stores(block) if st.buffer in _reads(st.value)]
+        in_updates = _largest_operands(updates, source)
+        largest = in_updates if len(in_updates) == 1 else largest
     if len(largest) != 1:
         raise ScheduleError(f"{label}: the block reads {buffer_name} in {len(largest)} different operands; "
                             "one operand (the largest expression reading only that buffer) can be cached")
@@ -181,6 +186,12 @@ def cache_operand(func: PrimFunc, path: Path, buffer_name: str, loop_paths: list
     at = Load(new, tuple(f.var for f in loops), operand.dtype)  # type: ignore[attr-defined]
     consumer = map_stmt(block, expr_fn=lambda e: at if e == operand else None)
     return replace_at(root, path, Allocate(new, seq(copy, consumer))), new.name
+
+
+def _largest_operands(values: list[Expr], source: Buffer) -> set[Expr]:
+    """The largest expressions of ``values`` that read ``source`` and nothing else."""
+    found = {e for v in values for e in exprs_of(v) if _reads(e) == {source}}
+    return {e for e in found if not any(e != c and e in set(exprs_of(c)) for c in found)}
 
 
 def cache_write(func: PrimFunc, path: Path, scope: str) -> tuple[Stmt, str]:

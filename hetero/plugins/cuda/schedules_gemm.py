@@ -8,12 +8,13 @@ batch, if any, on ``blockIdx.z``) with ``TY x TX`` threads (``threadIdx.y``,
 (:meth:`~hetero.core.schedule.Schedule.tile_accumulator`), its rows and columns strided
 by ``TY`` and ``TX`` so that the threads of a warp read consecutive shared words and
 store consecutive output elements. The reduction is split by ``BK``; at each step the
-block copies the ``BM x BK`` tile of A and the ``BK x BN`` tile of B into shared memory
-together (thread ``t`` copies elements ``t, t + TY*TX, ...``, in the order of the source's
-rows, so a warp reads consecutive global words), meets at a barrier, accumulates from
-shared memory, and meets again before the next copy overwrites the tiles. Elements
-past the ends of a ragged M, N or K are copied as zeros, steps past K are skipped and
-stores past M and N dropped (the splits' guards), so every size is correct; each
+block copies the ``BM x BK`` tile of A and the ``BK x BN`` tile of B into
+shared memory together (thread ``t`` copies elements ``t, t + TY*TX, ...``, in the
+order of the source's rows, so a warp reads consecutive global words), meets at a barrier, accumulates from shared memory, and meets again before the next
+copy overwrites the tiles. Elements past the ends of a ragged M, N or K are not
+copied and never read (rows and columns past M and N read clamped into the tile's
+last copied one), steps past K are skipped and stores past M and N dropped (the
+splits' guards), so every size is correct; each
 output still adds its K terms in order, one at a time, so the numbers are those of
 the unscheduled lowering.
 
@@ -29,30 +30,32 @@ Gemm, 1 x 1000) gets one row of threads across N; ``BK`` is the largest of 16, 8
 48 KiB of static shared memory a kernel may declare. While the grid would have fewer
 blocks than the device has multiprocessors, the tile shrinks (threads, then registers).
 
-Every loop step is a schedule primitive, recorded in the trace (split, reorder,
-tile_accumulator, fuse, bind, unroll). The staging through shared memory is not:
-the primitives cannot express a copy that the threads of a block share
-(:func:`stage_tiles_in_shared` says why), so it is a rewrite made after them, and
-a trace replays the tiling without it.
+Every step is a schedule primitive, recorded in the trace, so ``sch.trace.apply`` gives
+the same kernel: each factor of the product is computed into a shared buffer over its
+(batch, row, K) or (batch, K, column) loops (``cache_operand``: a matmul's read, a
+convolution's padded read, i.e. its im2col tile), tiled as above (split, reorder,
+tile_accumulator, bind, unroll), then computed at the K-outer loop (``compute_at`` relaxes
+a shared stage's region over the thread loops, shrinks it to the ``BM x BK`` and
+``BK x BN`` tiles allocated outside the thread loops, and puts the barriers around the
+step), its loops fused in the source's row order, split by the block's threads and
+bound to them (``bind`` of a shared stage's loop to an axis the consumer already binds).
+A product of a buffer by itself (``x @ x``) has no operand of its own to cache: it is
+tiled in registers only.
 """
 
 from __future__ import annotations
 
 import math
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Binary, Expr, Load, Var, const, logical_and, lt, minimum, select
-from hetero.core.ir.tir.stmt import (
-    Allocate, Barrier, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq,
-)
-from hetero.core.ir.tir.visit import exprs_of, map_stmt, substitute
+from hetero.core.ir.tir.expr import Binary, Expr, Load, Var
+from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store
+from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.tree import block_names, find_block, node_at, paths, replace_at, unique_name
+from hetero.core.schedule.tree import find_block, node_at
 from hetero.plugins.cuda.device import GpuSpec
 
 #: Threads a tiled block runs at most: 16 x 16, each with a 4 x 4 register tile (64 x 64 outputs).
@@ -246,6 +249,7 @@ def schedule_gemm(sch: Schedule, name: str, spec: GpuSpec) -> bool:
         return False
     t = tiling
     block = BlockRef(name)
+    stages = _cache_factors(sch, name, plan)
     i0, i1, i2 = sch.split(LoopRef(name, plan.row.var.name), [None, t.tm, t.ty])
     j0, j1, j2 = sch.split(LoopRef(name, plan.col.var.name), [None, t.tn, t.tx])
     batch_loops = [LoopRef(name, f.var.name) for f in plan.batch]
@@ -263,98 +267,47 @@ def schedule_gemm(sch: Schedule, name: str, spec: GpuSpec) -> bool:
     for suffix in ("_init", "_store"):
         sch.unroll(LoopRef(name, i1.name + suffix))
         sch.unroll(LoopRef(name, j1.name + suffix))
-    loops = {role: Var(ref.name) for role, ref in
-             {"by": i0, "bx": j0, "ty": i2, "tx": j2, "tm": i1, "tn": j1, "ko": k0, "ki": k1}.items()}
-    sch.func = stage_tiles_in_shared(sch.func, name, plan, t, loops)
+    for stage, _ in reversed(stages):
+        sch.compute_at(stage, k0)
+    for stage, rows_fast in stages:
+        _spread_copy(sch, stage, rows_fast, t)
     return True
 
 
-def stage_tiles_in_shared(func: PrimFunc, name: str, plan: GemmPlan, t: GemmTiling,
-                          loops: Mapping[str, Var]) -> PrimFunc:
-    """``func`` with the tiled product ``name`` reading A and B from shared tiles that the
-    block's threads copy together at each reduction step, between two barriers.
-
-    Why no primitive does this (TVM does it with ``cache_read`` + ``compute_at`` at the
-    reduction's outer loop + ``bind`` of the copy's loops, then its storage passes): here
-    ``compute_at`` computes the region one iteration reads with every enclosing loop
-    fixed, the thread loops included, so the copy it places covers one thread's rows,
-    not the block's tile; ``bind`` refuses a loop inside a loop bound to the same axis,
-    so the copy cannot be spread over the block's threads; ``cache_read`` keeps the
-    buffer's full shape, allocated around the whole stage (outside the block loops,
-    where the renderer refuses shared memory); and no primitive places barriers.
-    """
-    root = func.body
-    used = {b.name for b in func.params} | set(block_names(root)) | {
-        s.buffer.name for _, s in paths(root) if isinstance(s, Allocate)} | {
-        s.var.name for _, s in paths(root) if isinstance(s, For)}
-    tiles = []
-    for factor, shape in ((plan.a, (t.bm, t.bk)), (plan.b, (t.bk, t.bn))):
-        source = next(e for e in exprs_of(factor) if isinstance(e, Load)).buffer
-        tiles.append(Buffer(unique_name(f"{source.name}_shared", used), shape, np.float32, "shared"))
-        used.add(tiles[-1].name)
-    a_sh, b_sh = tiles
-    by, bx, ty, tx, tm, tn, ko, ki = (loops[r] for r in ("by", "bx", "ty", "tx", "tm", "tn", "ko", "ki"))
-    ko_path = _loop_path(root, ko)
-    ko_loop = node_at(root, ko_path)
-    assert isinstance(ko_loop, For)
-    thread = ty * t.tx + tx
-    m, n, k = plan.row.extent, plan.col.extent, plan.red.extent
-    copies = []
-    for factor, tile, dims in ((plan.a, a_sh, ((plan.row.var, by * t.bm, m), (plan.red.var, ko * t.bk, k))),
-                               (plan.b, b_sh, ((plan.red.var, ko * t.bk, k), (plan.col.var, bx * t.bn, n)))):
-        copies.append(_cooperative_copy(factor, tile, dims, thread, t.threads, used))
-    a_tile, b_tile = a_sh[tm * t.ty + ty, ki], b_sh[ki, tn * t.tx + tx]
-    product = Binary("mul", a_tile, b_tile, np.dtype(np.float32)) if plan.a_first else \
-        Binary("mul", b_tile, a_tile, np.dtype(np.float32))
-
-    def redirect(s: Stmt) -> Stmt | None:
-        # The update (acc[tm, tn] = acc[tm, tn] + A * B, its reads clamped by
-        # tile_accumulator) reads the tiles instead.
-        if isinstance(s, Store) and s.buffer.scope == "local" and isinstance(s.value, Binary):
-            return Store(s.buffer, s.indices, Binary("add", s.value.a, product, s.value.dtype))
-        return None
-
-    step = map_stmt(ko_loop.body, redirect)
-    body = seq(*copies, Barrier("shared"), step, Barrier("shared"))
-    root = replace_at(root, ko_path, dataclasses.replace(ko_loop, body=body))
-    ty_path = _loop_path(root, ty)
-    return PrimFunc(func.name, func.params, replace_at(root, ty_path, Allocate(a_sh, Allocate(
-        b_sh, node_at(root, ty_path)))), func.attrs)
+def _cache_factors(sch: Schedule, name: str, plan: GemmPlan) -> list[tuple[BlockRef, bool]]:
+    """Cache A's factor over (batch.., i, k) and B's over (batch.., k, j) in shared memory
+    (:meth:`~hetero.core.schedule.Schedule.cache_operand`); each stage with whether its
+    walk must put its first axis fastest (the source's last index does not move with the
+    second: a transposed B), so consecutive threads read consecutive words. None where A
+    and B read one buffer (``x @ x``): one operand a buffer is what a stage can name."""
+    sources = [next(e for e in exprs_of(f) if isinstance(e, Load)) for f in (plan.a, plan.b)]
+    if sources[0].buffer == sources[1].buffer:
+        return []
+    stages = []
+    for factor, load, dims in ((plan.a, sources[0], (plan.row.var, plan.red.var)),
+                               (plan.b, sources[1], (plan.red.var, plan.col.var))):
+        used = {e for e in exprs_of(factor) if isinstance(e, Var)}
+        axes = [f.var for f in plan.batch if f.var in used] + list(dims)
+        stage = sch.cache_operand(BlockRef(name), *(LoopRef(name, v.name) for v in axes),
+                                  buffer=load.buffer.name, scope="shared")
+        rows_fast = not any(e == dims[1] for e in exprs_of(load.indices[-1]))
+        stages.append((stage, rows_fast))
+    return stages
 
 
-def _loop_path(root: Stmt, var: Var) -> tuple[int, ...]:
-    found = [p for p, s in paths(root) if isinstance(s, For) and s.var == var]
-    assert len(found) == 1, f"one loop {var.name} expected, found {len(found)}"
-    return found[0]
-
-
-def _cooperative_copy(factor: Expr, tile: Buffer, dims: tuple[tuple[Var, Expr, int], ...],
-                      thread: Expr, threads: int, used: set[str]) -> Stmt:
-    """The copy of ``factor``'s values into ``tile`` (dims: each tile axis's loop variable
-    in the lowering, its origin and the loop's extent; the batch loop keeps its variable),
-    shared by ``threads`` threads, zeros past the ends; walked in the order of its first read's rows, so consecutive
-    threads read consecutive words."""
-    elements = tile.size
-    e = Var(unique_name(f"{tile.name}_e", used))
-    used.add(e.name)
-    index = e * threads + thread
-    last = next(x for x in exprs_of(factor) if isinstance(x, Load)).indices[-1]
-    fast = 1 if any(v == dims[1][0] for v in exprs_of(last)) else 0
-    coords: list[Expr] = [index // tile.shape[fast]] * 2
-    coords[fast] = index % tile.shape[fast]
-    mapping: dict[Var, Expr] = {}
-    inside: list[Expr] = []
-    for (var, origin, extent), local, size in zip(dims, coords, tile.shape):
-        source = origin + local
-        if extent % size:
-            inside.append(lt(source, extent))
-            source = minimum(source, extent - 1)
-        mapping[var] = source
-    value = substitute(factor, mapping)
-    if inside:
-        cond = inside[0] if len(inside) == 1 else logical_and(inside[0], inside[1])
-        value = select(cond, value, const(0.0, factor.dtype))
-    copy: Stmt = Store(tile, (coords[0], coords[1]), value)
-    if elements % threads:
-        copy = IfThenElse(lt(index, elements), copy)
-    return For(e, -(-elements // threads), copy, ForKind.UNROLLED)
+def _spread_copy(sch: Schedule, stage: BlockRef, rows_fast: bool, t: GemmTiling) -> None:
+    """Spread the copy ``stage`` (computed at the reduction's outer loop) over the block's
+    threads: its loops fused in the order of the source's rows, the fused loop split by
+    the ``ty x tx`` threads and bound to them, what is left unrolled (thread ``t`` copies
+    elements ``t, t + ty*tx, ...``)."""
+    own = [l for l in sch.get_loops(stage) if l.block == stage.name]
+    if not own:  # a one-element tile: each thread stores the same value
+        return
+    if rows_fast and len(own) == 2:
+        own = own[::-1]
+        sch.reorder(*own)
+    loop = sch.fuse(*own) if len(own) > 1 else own[0]
+    e, y, x = sch.split(loop, [None, t.ty, t.tx])
+    sch.bind(y, "threadIdx.y")
+    sch.bind(x, "threadIdx.x")
+    sch.unroll(e)

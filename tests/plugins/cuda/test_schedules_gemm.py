@@ -28,14 +28,15 @@ from hetero.core.ir import GraphBuilder
 from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import Allocate, Barrier, For, ForKind, PrimFunc, walk
 from hetero.core.ir.tir.verify import verify_func
-from hetero.core.lower import lower_node
+from hetero.core.lower import lower_group, lower_node
 from hetero.core.schedule import Schedule
+from hetero.core.schedule.tree import block_names
 from hetero.plugins.cuda.build import build_kernel
 from hetero.plugins.cuda.device import PRESETS, GpuSpec
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, PtxasReport, assemble, check_limits, find_ptxas
 from hetero.plugins.cuda.render import render_ptx
 from hetero.plugins.cuda.schedules import default_schedule
-from hetero.plugins.cuda.schedules_gemm import GemmTiling, choose_tiling, plan_gemm, schedule_gemm
+from hetero.plugins.cuda.schedules_gemm import GemmTiling, _matrix_view, choose_tiling, plan_gemm, schedule_gemm
 
 #: One multiprocessor: the grid need not fill a device, so small products get the full
 #: 64 x 64 tile of 16 x 16 threads with 4 x 4 registers each.
@@ -137,16 +138,46 @@ def test_the_block_stages_its_tiles_in_shared_memory_between_barriers() -> None:
     assert k_outer.extent == 2 and sum(isinstance(s, Barrier) for s in walk(k_outer)) == 2
 
 
-def test_the_trace_records_the_tiling() -> None:
+def test_the_trace_records_the_tiling_and_the_staging() -> None:
     sch = _tiled(_matmul((2, 32, 48), (2, 48, 16)), ONE_SM)
     kinds = [i.kind for i in sch.trace.instructions]
-    assert kinds[:5] == ["split", "split", "reorder", "tile_accumulator", "split"]
-    assert [i.decisions["factors"] for i in sch.trace.instructions if i.kind == "split"] == [
+    assert kinds[:7] == ["cache_operand", "cache_operand", "split", "split", "reorder", "tile_accumulator", "split"]
+    assert kinds.count("compute_at") == 2 and "fuse" in kinds
+    assert [i.decisions["factors"] for i in sch.trace.instructions if i.kind == "split"][:3] == [
         [1, 4, 8], [1, 4, 4], [3, 16]]  # rows 4 x 8 threads, columns 4 x 4 threads, K in steps of 16
     assert [i.attrs["thread_axis"] for i in sch.trace.instructions if i.kind == "bind"] == [
-        "blockIdx.z", "blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x"]
-    replayed = sch.trace.apply(_matmul((2, 32, 48), (2, 48, 16)))
-    assert _bound(replayed) == _bound(sch.func) and not _shared(replayed)  # the staging is not a primitive
+        "blockIdx.z", "blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x"] + [
+        "threadIdx.y", "threadIdx.x"] * 2  # each copy spread over the block's threads
+
+
+@pytest.mark.parametrize("func, spec", MEANING)
+def test_the_trace_replays_to_the_staged_kernel(func: PrimFunc, spec: GpuSpec) -> None:
+    sch = _tiled(func, spec)
+    replayed = sch.trace.apply(func)
+    assert str(replayed) == str(sch.func) and replayed == sch.func
+    assert len(_shared(replayed)) == 2
+
+
+@needs_ptxas
+@pytest.mark.parametrize("func", [_matmul((1024, 1024), (1024, 1024)), _gemm(1, 512, 1000),
+                                  _conv((1, 16, 14, 14), (32, 16, 3, 3), pads=[1, 1, 1, 1])],
+                         ids=["1024^3", "Gemm 1x512x1000", "conv"])
+def test_the_replayed_kernel_assembles_with_its_tiles_in_shared_memory(func: PrimFunc) -> None:
+    spec = PRESETS["h200"]
+    sch = _tiled(func, spec)
+    kernel = render_ptx(sch.trace.apply(func), arch=spec.arch)
+    report = assemble(kernel.ptx, spec.arch, kernel.name)
+    t = choose_tiling(*_sizes(func), spec)
+    assert t is not None and report.shared_bytes == kernel.shared_bytes == t.shared_bytes
+    assert report.spill_stores_bytes == report.spill_loads_bytes == report.local_bytes == 0
+
+
+def _sizes(func: PrimFunc) -> tuple[int, int, int, int]:
+    """M, N, K and the batch of the matrix view of ``func``'s block ``n``."""
+    sch = Schedule(func)
+    plan = _matrix_view(sch, "n")
+    assert plan is not None
+    return plan.row.extent, plan.col.extent, plan.red.extent, 1
 
 
 @pytest.mark.parametrize("func", [
@@ -200,3 +231,22 @@ def test_the_default_schedule_tiles_products_and_build_kernel_assembles_them() -
     assert built.kernel.shared_bytes > 0 and built.report.spill_stores_bytes == 0
     relu = default_schedule(_lowered("Relu", (4, 6)), PRESETS["h100"])
     assert "tile_accumulator" not in [i.kind for i in relu.trace.instructions]
+
+
+def test_a_convolution_whose_epilogue_adds_its_own_input_still_stages_its_tiles() -> None:
+    # ResNet's identity shortcut: relu(conv(x) + x) reads x as the product's operand and in
+    # the epilogue; the operand staged is the product's.
+    b = GraphBuilder("g")
+    x = b.input("x", (1, 4, 6, 6))
+    w = np.random.default_rng(0).standard_normal((4, 4, 3, 3)).astype(np.float32)
+    b.output(b.Relu(b.Add(b.Conv(x, w, name="conv", pads=[1, 1, 1, 1]), x, name="add"), name="relu"))
+    graph = b.build()
+    func = lower_group([graph.node("conv"), graph.node("add"), graph.node("relu")], "block")
+    [stage] = block_names(func.body)
+    sch = Schedule(func)
+    assert schedule_gemm(sch, stage, ONE_SM)
+    assert len(_shared(sch.func)) == 2
+    inputs = _inputs(func)
+    out = func.params[-1].name
+    np.testing.assert_array_equal(run_func(sch.func, inputs)[out], run_func(func, inputs)[out])
+    assert str(sch.trace.apply(func)) == str(sch.func)
