@@ -252,3 +252,27 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def read_manifest(zf: zipfile.ZipFile, source: str) -> dict:
+    """The JSON ``manifest.json`` of a part's artifact; DamagedFileError naming ``source``."""
+    try:
+        manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); recompile the model") from None
+    if not isinstance(manifest, dict):
+        raise DamagedFileError(f"{source}: manifest.json is not a JSON object; recompile the model")
+    return manifest
+
+
+def constants_member(constants: Mapping[str, np.ndarray]) -> tuple[str, bytes]:
+    """A part's constants as its artifact's ``constants.npz`` member, in order (the manifest
+    lists their names: :func:`read_constants` reads them back by it)."""
+    return "constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(constants.values())})
+
+
+def read_constants(zf: zipfile.ZipFile, source: str, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """The constants :func:`constants_member` wrote, by the ``names`` the manifest lists."""
+    arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+    return {name: arrays[f"arr_{i}"] for i, name in enumerate(names)}
+

@@ -34,7 +34,7 @@ from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.types import as_dtype
 from hetero.core.ir.tir.interp import run_func
 from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
 from hetero.core.runtime.device import Device, NumpyDevice
 from hetero.errors import DamagedFileError
 from hetero.plugins.cuda.build import BuiltFunction
@@ -211,7 +211,7 @@ class CudaPart:
         if self.emulate:
             funcs = [[k.func for k in s.kernels] for s in self.steps]
             members.append(("tir.pickle", pickle.dumps(funcs, protocol=4)))
-        members.append(("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})))
+        members.append(constants_member(self.constants))
         return write_zip(members)
 
     @classmethod
@@ -219,10 +219,7 @@ class CudaPart:
         """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
         source = "cuda artifact"
         with open_zip(artifact, source) as zf:
-            try:
-                manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); recompile the model") from None
+            manifest = read_manifest(zf, source)
             try:
                 emulate = bool(manifest["emulate"])
                 # Artifacts are signed by this user's hetero before they are loaded
@@ -242,8 +239,7 @@ class CudaPart:
                     steps.append(Step(s["name"], *names, kernels,
                                       tuple((tuple(shape), str(dtype)) for shape, dtype in s["output_types"]),
                                       tuple((tuple(shape), str(dtype)) for shape, dtype in s["workspaces"])))
-                arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
-                constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+                constants = read_constants(zf, source, manifest["constants"])
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
                            dict(manifest["aliases"]), PRESETS[manifest["device"]], emulate)
             except (KeyError, IndexError, TypeError, ValueError, pickle.UnpicklingError) as exc:

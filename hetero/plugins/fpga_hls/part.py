@@ -30,7 +30,7 @@ from hetero.core.ir.graph import saved_index_check
 from hetero.core.ir.opdef import index_problem
 from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.types import as_dtype
-from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
 from hetero.core.runtime.device import NumpyDevice
 from hetero.errors import DamagedFileError, InputError
 from hetero.plugins.fpga_hls.csim import CsimKernel, compile_kernel
@@ -204,7 +204,7 @@ class HlsPart:
         for i, s in enumerate(self.steps):
             if s.kernel is not None:
                 members += [(f"hls/{i}.cpp", s.kernel.source), (f"hls/{i}.h", s.kernel.header)]
-        members.append(("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})))
+        members.append(constants_member(self.constants))
         return write_zip(members)
 
     @classmethod
@@ -212,10 +212,7 @@ class HlsPart:
         """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
         source = "fpga_hls artifact"
         with open_zip(artifact, source) as zf:
-            try:
-                manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); recompile the model") from None
+            manifest = read_manifest(zf, source)
             try:
                 steps = []
                 for i, s in enumerate(manifest["steps"]):
@@ -231,8 +228,7 @@ class HlsPart:
                                        read_member(zf, f"hls/{i}.h", source).decode(), params, formats)
                     figures = Figures(*(int(v) for v in s["figures"])) if s["figures"] is not None else None
                     steps.append(HlsStep(s["name"], *names, kernel, figures, str(s["table"]), checks))
-                arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
-                constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+                constants = read_constants(zf, source, manifest["constants"])
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
                            dict(manifest["aliases"]), PRESETS[manifest["part"]],
                            fixed_note=str(manifest.get("fixed_note", "")))

@@ -26,7 +26,7 @@ import numpy as np
 from hetero.core.ir.graph import saved_index_check
 from hetero.core.ir.opdef import index_problem
 from hetero.core.memory import MemoryPlan, StepUse, analyze_step_liveness, plan_arena
-from hetero.core.runtime.archive import MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
 from hetero.core.runtime.device import HOST
 from hetero.errors import CodegenError, DamagedFileError, InputError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
@@ -130,7 +130,7 @@ class LlvmCpuPart:
             ("manifest.json", json.dumps(manifest)),
             *((f"kernels/{i}.o", s.kernel.module.object_code) for i, s in enumerate(self.steps)
               if s.kernel is not None),
-            ("constants.npz", npz_bytes({f"arr_{i}": a for i, a in enumerate(self.constants.values())})),
+            constants_member(self.constants),
         ])
 
     @classmethod
@@ -138,11 +138,7 @@ class LlvmCpuPart:
         """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
         source = "llvm_cpu artifact"
         with open_zip(artifact, source) as zf:
-            try:
-                manifest = json.loads(read_member(zf, "manifest.json", source, MANIFEST_LIMIT))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise DamagedFileError(f"{source}: manifest.json is not JSON ({exc}); "
-                                       "recompile the model") from None
+            manifest = read_manifest(zf, source)
             try:
                 if manifest["host_cpu"] != host_cpu():
                     raise CodegenError(
@@ -158,8 +154,7 @@ class LlvmCpuPart:
                     code = read_member(zf, f"kernels/{i}.o", source)
                     steps.append(Step(s["name"], CompiledKernel.from_image(s["image"], code), *names,
                                       tuple(saved_index_check(c) for c in s.get("checks", []))))
-                arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
-                constants = {n: arrays[f"arr_{i}"] for i, n in enumerate(manifest["constants"])}
+                constants = read_constants(zf, source, manifest["constants"])
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
                            dict(manifest["aliases"]))
             except (KeyError, IndexError, TypeError, ValueError) as exc:
