@@ -14,7 +14,7 @@ from hetero.core.ir.tir import registry
 from hetero.core.ir.tir.compute import compute, lower, placeholder
 from hetero.core.ir.tir.expr import Call, call
 from hetero.core.schedule import Schedule
-from hetero.errors import PluginError, VerificationError
+from hetero.errors import PluginError, VerificationError, did_you_mean
 
 A = Buffer("A", (4,), "float32")
 B = Buffer("B", (4,), "float32")
@@ -29,7 +29,9 @@ def through(scope: str) -> PrimFunc:
 
 def test_a_plugin_scope_verifies_once_registered() -> None:
     (problem,) = func_problems(through("test_bram"))
-    assert problem == ("func f: allocation T: unknown memory scope 'test_bram'; known: "
+    # A did-you-mean names 'bram' where the fpga_hls plugin has registered it in this process.
+    hint = did_you_mean("test_bram", registry.SCOPES)
+    assert problem == (f"func f: allocation T: unknown memory scope 'test_bram'{hint}; known: "
                        f"{', '.join(registry.SCOPES)} (a plugin adds one with "
                        "hetero.core.ir.tir.registry.register_scope('test_bram', ...))")
     registry.register_scope("test_bram", "an FPGA kernel's block RAM (tests)")
