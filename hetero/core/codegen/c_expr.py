@@ -57,7 +57,7 @@ import numpy as np
 from hetero.core.ir.tir.buffer import Buffer, flat_index
 from hetero.core.ir.tir.expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
 from hetero.core.ir.tir.functor import ExprFunctor
-from hetero.core.ir.tir.legalize import Native, why_not_primitive
+from hetero.core.ir.tir.legalize import Native, require_primitive
 from hetero.core.ir.tir.legalize_casts import is_storage
 from hetero.errors import CodegenError
 
@@ -225,10 +225,7 @@ class CExprPrinter(ExprFunctor[str]):
         hit = self._temps.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        problem = why_not_primitive(e, self.native)
-        if problem is not None:
-            raise CodegenError(f"{self.where}: {problem} is not a primitive operation; "
-                               "legalize the function (hetero.core.ir.tir.legalize) before rendering")
+        require_primitive(e, self.native, self.where)
         out = self.visit_expr(e)
         if self._uses.get(id(e), 0) > 1 and not isinstance(e, (Var, Const)):
             self._count += 1

@@ -33,7 +33,7 @@ import numpy as np
 from hetero.core.ir.tir.buffer import Buffer, flat_index
 from hetero.core.ir.tir.expr import Binary, Call, Expr, Var, cast
 from hetero.core.ir.tir.functor import ExprFunctor
-from hetero.core.ir.tir.legalize import Native, why_not_primitive
+from hetero.core.ir.tir.legalize import Native, require_primitive
 from hetero.core.ir.tir.legalize_casts import bits_dtype, is_storage
 from hetero.errors import CodegenError
 
@@ -105,10 +105,7 @@ class ExprEmitter(ExprFunctor[ir.Value]):
         hit = self._emitted.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        problem = why_not_primitive(e, self.native)
-        if problem is not None:
-            raise CodegenError(f"{self.where}: {problem} is not a primitive operation; "
-                               "legalize the function (hetero.core.ir.tir.legalize) before rendering")
+        require_primitive(e, self.native, self.where)
         value = self.visit_expr(e)
         self._emitted[id(e)] = (e, value)
         return value

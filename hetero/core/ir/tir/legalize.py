@@ -63,7 +63,7 @@ from hetero.core.ir.tir.legalize_casts import (
     F16, F64, is_storage, legal_bitcast, legal_cast, storage_const, wide_dtype,
 )
 from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.errors import VerificationError
+from hetero.errors import CodegenError, VerificationError
 
 _FLOOR_OPS = ("floordiv", "mod")
 _BITS = {2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -105,6 +105,15 @@ def check_legal(func: PrimFunc, native: Native = Native()) -> PrimFunc:
         raise VerificationError(f"func {func.name}: {checker.problem} is not a primitive operation; "
                                 "run hetero.core.ir.tir.legalize.legalize on it first")
     return func
+
+
+def require_primitive(e: Expr, native: Native, where: str) -> None:
+    """CodegenError naming ``where`` unless the node ``e`` is primitive: what a renderer
+    says when it is handed a function that was not legalised."""
+    problem = why_not_primitive(e, native)
+    if problem is not None:
+        raise CodegenError(f"{where}: {problem} is not a primitive operation; "
+                           "legalize the function (hetero.core.ir.tir.legalize) before rendering")
 
 
 def why_not_primitive(e: Expr, native: Native = Native()) -> str | None:
