@@ -252,16 +252,8 @@ class Backend(ABC):
         cache reuse, so the estimate errs on the slow side. Override with a model
         of the device (a cycle count, a tuned table) when there is one.
         """
-        compute = target.peak_gflops * 1e9
-        bandwidth = target.memory.outermost.bandwidth_gbps * 1e9
-        total = 0.0
-        for node in subgraph.nodes:
-            ins = [v.type for v in node.inputs if v is not None]
-            outs = [v.type for v in node.outputs]
-            flops = get_op(node.op).flops(ins, outs, node.attrs)
-            moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
-            total += max(flops / compute, moved / bandwidth)
-        return total
+        return sum(roofline(node, target.peak_gflops, target.memory.outermost.bandwidth_gbps)
+                   for node in subgraph.nodes)
 
     @abstractmethod
     def compile(self, subgraph: Graph, target: Target) -> CompiledPart:
@@ -280,6 +272,20 @@ class Backend(ABC):
 
     def __repr__(self) -> str:
         return f"<Backend {self.name or type(self).__name__} {self.version} ({self.device_kind})>"
+
+
+def node_work(node: Node) -> tuple[float, int]:
+    """``node``'s FLOPs (its op's count) and the bytes it reads and writes."""
+    ins = [v.type for v in node.inputs if v is not None]
+    outs = [v.type for v in node.outputs]
+    return get_op(node.op).flops(ins, outs, node.attrs), sum(t.nbytes for t in (*ins, *outs))
+
+
+def roofline(node: Node, peak_gflops: float, bandwidth_gbps: float) -> float:
+    """Seconds ``node`` takes at ``peak_gflops`` and ``bandwidth_gbps``: the larger of its
+    compute and its memory traffic, as :meth:`Backend.estimate` counts each node."""
+    flops, moved = node_work(node)
+    return max(flops / (peak_gflops * 1e9), moved / (bandwidth_gbps * 1e9))
 
 
 def validate_backend(backend: object) -> list[str]:

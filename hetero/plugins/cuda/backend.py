@@ -24,12 +24,12 @@ from typing import Any
 
 from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
-from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.backend import Backend, Support, roofline
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.errors import HeteroError, OptionError, PluginError
 from hetero.plugins.cuda.build import BuiltFunction, build_function
@@ -138,14 +138,10 @@ class CudaBackend(Backend):
         slots = spec.sms * spec.max_threads_per_sm / 4
         total = 0.0
         for node in subgraph.nodes:
-            ins = [v.type for v in node.inputs if v is not None]
-            outs = [v.type for v in node.outputs]
             if node.op in VIEW_OPS:
                 continue
-            fill = min(1.0, max(1, sum(t.size for t in outs)) / slots)
-            flops = get_op(node.op).flops(ins, outs, node.attrs)
-            moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
-            total += LAUNCH_SECONDS + max(flops / (spec.peak_gflops * 1e9), moved / (spec.hbm_gbps * 1e9)) / fill
+            fill = min(1.0, max(1, sum(v.type.size for v in node.outputs)) / slots)
+            total += LAUNCH_SECONDS + roofline(node, spec.peak_gflops, spec.hbm_gbps) / fill
         return total
 
     def compile(self, subgraph: Graph, target: Target) -> CudaPart:

@@ -40,13 +40,13 @@ import numpy as np
 
 from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
-from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.lower import is_lowerable, lower_group, lower_node
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.plugin.backend import Backend, Support
+from hetero.core.plugin.backend import Backend, Support, roofline
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import HeteroError, PluginError
@@ -122,6 +122,7 @@ class FpgaHlsBackend(Backend):
         self.memory = part.memory_hierarchy()
         self.peak_gflops = part.peak_gops
         self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
+        self._plans: dict[tuple[str, FpgaPart], Estimate | HeteroError] = {}
 
     def device_status(self) -> str:
         """C simulation needs g++; without it nothing here can run the kernels."""
@@ -147,11 +148,10 @@ class FpgaHlsBackend(Backend):
             return Support.yes()
         settings: HlsSettings = target.settings
         try:
-            schedule = default_schedule(lower_node(node), settings.part)
-            verdict = estimate(schedule.func, settings.part).fits(settings.part)
+            verdict = self._planned(node, settings.part).fits(settings.part)
         except HeteroError as exc:
             return Support.no(f"fpga_hls cannot schedule {node.name} ({node.op}): {exc}")
-        return Support.yes() if verdict.ok else Support.no(f"fpga_hls: {verdict.message}")
+        return Support.yes() if verdict.ok else Support.no(f"fpga_hls: {node.name} ({node.op}): {verdict.message}")
 
     def estimate(self, subgraph: Graph, target: Target) -> float:
         """Seconds at the part's clock: the default schedule's estimated cycles, node by node."""
@@ -161,14 +161,26 @@ class FpgaHlsBackend(Backend):
             if node.op in VIEW_OPS:
                 continue
             try:
-                total += estimate(default_schedule(lower_node(node), settings.part).func, settings.part).seconds
+                total += self._planned(node, settings.part).seconds
             except HeteroError:  # a node supports() refuses: the roofline of its work
-                ins = [v.type for v in node.inputs if v is not None]
-                outs = [v.type for v in node.outputs]
-                flops = get_op(node.op).flops(ins, outs, node.attrs)
-                moved = sum(t.nbytes for t in ins) + sum(t.nbytes for t in outs)
-                total += max(flops / (target.peak_gflops * 1e9), moved / (settings.part.offchip_gbps * 1e9))
+                total += roofline(node, target.peak_gflops, settings.part.offchip_gbps)
         return total
+
+    def _planned(self, node: Node, part: FpgaPart) -> Estimate:
+        """The float estimate of ``node``'s default schedule on ``part``. The partitioner asks
+        supports() of every node and estimate() of every candidate region; the schedule
+        (which estimates each plan it tries) is made once per distinct kernel and part."""
+        func = lower_node(node)
+        key = (canonical_names(func).name, part)  # the part itself: its budgets shape the schedule
+        if key not in self._plans:
+            try:
+                self._plans[key] = estimate(default_schedule(func, part).func, part)
+            except HeteroError as exc:
+                self._plans[key] = exc
+        found = self._plans[key]
+        if isinstance(found, HeteroError):
+            raise found
+        return found
 
     def compile(self, subgraph: Graph, target: Target) -> HlsPart:
         settings: HlsSettings = target.settings
