@@ -80,12 +80,16 @@ class Declarations:
 
     ``settings`` is the backend's own reading of the options (an NPU's configuration object),
     kept on the target so that ``supports``, ``estimate`` and ``compile`` use the same one.
+    ``computes_int8`` says that the backend runs the QDQ units it takes as hetero's integer
+    ops even when it is the fallback (a CPU backend asked for integer kernels); other
+    backends that declare the integer ops get them whatever this says.
     """
 
     memory: MemoryHierarchy
     peak_gflops: float
     patterns: tuple[Pattern, ...] = ()
     settings: Any = None
+    computes_int8: bool = False
 
 
 @dataclass(frozen=True, eq=False)

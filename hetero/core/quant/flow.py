@@ -101,7 +101,10 @@ def prepare_for_targets(
     method: str = "minmax",
 ) -> Graph:
     """``graph`` quantised when ``quantize`` is given, then lowered for the integer backends
-    among ``backends`` (the fallback, which runs the float QDQ, does not count)."""
+    among ``backends`` (the fallback, which runs the float QDQ, counts only where its
+    target declares ``computes_int8``)."""
     if quantize is not None:
         graph = quantize_model(graph, quantize, method)
-    return lower_for_backends(graph, [b for b in backends if b.name != fallback])
+    targets = [as_target(b) for b in backends]
+    return lower_for_backends(graph, [t for t in targets
+                                      if t.name != fallback or t.declarations.computes_int8])

@@ -8,6 +8,7 @@ and JIT-compiles it; the kernels make an :class:`~hetero.plugins.llvm_cpu.part.L
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 import os
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ OPTIONS = (
     Option("num_threads", "threads each kernel runs on (default: every core of the host)", types=(int,)),
     Option("aot", "with a dump folder, also write each kernel's object file and assembly for this "
                   "TRIPLE[:CPU] (e.g. aarch64-unknown-linux-gnu:cortex-a76)", types=(str,)),
+    Option("int8", "run a quantised (QDQ) model's units as integer kernels, as onnxruntime's CPU "
+                   "provider does, rather than in float QDQ arithmetic", default=False, types=(bool,)),
 )
 
 
@@ -79,8 +82,8 @@ class LlvmCpuBackend(Backend):
         self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
 
     def declare(self, options: Mapping[str, Any]) -> Declarations:
-        """The host, whatever the options; refuses a thread count below one and a
-        malformed ``aot`` target."""
+        """The host, whatever the options (``int8`` declares that it computes in int8);
+        refuses a thread count below one and a malformed ``aot`` target."""
         threads = options["num_threads"]
         if threads is not None and threads < 1:
             raise OptionError(f"llvm_cpu: num_threads must be at least 1, got {threads}")
@@ -88,7 +91,7 @@ class LlvmCpuBackend(Backend):
         if aot is not None and not aot.partition(":")[0]:
             raise OptionError(f"llvm_cpu: aot takes TRIPLE or TRIPLE:CPU (e.g. x86_64-unknown-linux-gnu), "
                               f"got {aot!r}")
-        return super().declare(options)
+        return replace(super().declare(options), computes_int8=bool(options["int8"]))
 
     def supports(self, node: Node, target: Target) -> Support:
         if node.op not in self.supported_ops:
