@@ -57,6 +57,7 @@ from hetero.errors import UnknownOpError
 from hetero.testing import (  # noqa: F401 - they register their generators
     cases_elementwise,
     cases_indexing,
+    cases_layout,
     cases_linalg,
     cases_nn,
     cases_qint,

@@ -12,5 +12,6 @@ from hetero.core.lower import sample  # noqa: F401
 from hetero.core.lower import unpool  # noqa: F401
 from hetero.core.lower import rnn  # noqa: F401
 from hetero.core.lower import deform  # noqa: F401
+from hetero.core.lower import layout  # noqa: F401
 
 __all__ = ["group_outputs", "is_lowerable", "lower_group", "lower_node", "lowers"]

@@ -22,8 +22,10 @@ from hetero.core.lower.steps import VIEW_OPS, kernel_steps
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.passes.layout import block_layout
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
+from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
@@ -64,6 +66,8 @@ OPTIONS = (
                   "TRIPLE[:CPU] (e.g. aarch64-unknown-linux-gnu:cortex-a76)", types=(str,)),
     Option("int8", "run a quantised (QDQ) model's units as integer kernels, as onnxruntime's CPU "
                    "provider does, rather than in float QDQ arithmetic", default=False, types=(bool,)),
+    Option("layout", "activation layout of convolution chains: 'blocked' (NCHW[x]c, x the vector's "
+                     "float32 lanes) or 'nchw' (as imported)", default="blocked", choices=("blocked", "nchw")),
 )
 
 
@@ -104,6 +108,8 @@ class LlvmCpuBackend(Backend):
         threads = int(target.options["num_threads"] or os.cpu_count() or 1)
         dump = target.dump_dir
         graph = fuse_epilogues(ungroup_convs(subgraph))
+        if target.options["layout"] != "nchw":
+            graph = block_layout(graph, host().lanes(4))
         steps: list[Step] = []
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)

@@ -14,3 +14,4 @@ from hetero.core.ir.ops import sample  # noqa: F401
 from hetero.core.ir.ops import unpool  # noqa: F401
 from hetero.core.ir.ops import rnn  # noqa: F401
 from hetero.core.ir.ops import deform  # noqa: F401
+from hetero.core.ir.ops import layout  # noqa: F401

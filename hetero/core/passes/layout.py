@@ -1,0 +1,246 @@
+"""Blocked-channel layout: chains of convolutions in NCHW[x]c, converted only at their ends.
+
+Invariant established: every Conv that can be blocked with ``block`` channels a block
+is a ``ConvBlocked`` (:mod:`hetero.core.ir.ops.layout`) with its weight and bias
+re-laid out at compile time; the pools, elementwise ops and channel Concats that read
+only blocked values (and constants) read and write blocked values too; a
+``LayoutFromBlocked`` sits only where a blocked value meets an op that stays in NCHW
+or a graph output, a ``LayoutToBlocked`` (or, for an input whose channels the block
+does not divide, a free ``Reshape`` to blocks of one channel) only where an NCHW value
+meets a blocked convolution. Each value is converted at most once per direction,
+however many users it has. The graph computes the same function.
+
+Why: with ``block`` channels innermost a convolution that puts output channels on the
+vector lanes stores whole vectors and reads its weights as whole vectors, and its
+pixels are rows of the register tile (TVM's x86 conv, oneDNN's ``nChw16c``). The pass
+knows no backend: the backend picks ``block`` (its vector's lanes) and calls it.
+
+What is blocked, and what is not:
+
+* a Conv whose output channels are a multiple of ``block``, with constant weights and
+  bias: an ordinary one (its input blocked when ``block`` divides its channels, else
+  read as it is, as blocks of one channel: the 3-channel stem), a depthwise one, or a
+  grouped one whose groups hold whole blocks of input and output channels. A Conv
+  whose output channels the block does not divide stays in NCHW rather than padding
+  its channels with zeros: on the light models those are classifier heads (SqueezeNet's
+  1000) and ShuffleNet's narrow groups, where the padding would be most of the work.
+* MaxPool (without indices), AveragePool and LpPool: the same pool over one more
+  spatial axis, the block, with kernel 1.
+* elementwise ops (:data:`UNARY`, :data:`BINARY`) whose every non-constant operand is
+  blocked at the output's shape; a constant operand (a folded bias, a per-channel
+  scale) is re-laid out to broadcast the same way.
+* Concat along the channels, every input blocked.
+
+A fused group (:mod:`hetero.core.passes.fuse`) keeps its annotation where all its
+members kept one layout and no conversion came between them, so the pass may run after
+fusion; any other group is dissolved (its nodes then run one kernel each).
+
+>>> blocked = block_layout(graph, 16)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetero.core.ir.graph import Graph, Node, Value
+from hetero.core.ir.ops.layout import blocked_weight, to_blocked
+from hetero.errors import ShapeError
+
+#: Elementwise ops of one operand: the layout is nothing to them.
+UNARY = frozenset({
+    "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu", "Selu",
+    "Celu", "Softplus", "Softsign", "Mish", "Gelu", "Erf", "Exp", "Neg", "Abs", "Sqrt", "Identity",
+})
+#: Elementwise ops of two operands, each blocked at the output's shape or a constant.
+BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"})
+#: Pools that become the same pool over the block as one more spatial axis.
+POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+
+
+def block_layout(graph: Graph, block: int) -> Graph:
+    """A copy of ``graph`` with its convolution chains in NCHW[``block``]c (see the module)."""
+    if block < 2:
+        raise ShapeError(f"block_layout needs a block of at least 2 channels, got {block}")
+    return _Relayout(graph, block).run()
+
+
+class _Relayout:
+    """One rebuild of a graph: each old value's NCHW and blocked versions in the new one."""
+
+    def __init__(self, graph: Graph, block: int) -> None:
+        self.old, self.block = graph, block
+        self.new = Graph(graph.name)
+        self.plain: dict[int, Value] = {}
+        self.blocked: dict[int, Value] = {}
+        self.converted: set[int] = set()  # new nodes the pass added: the layout conversions
+
+    def run(self) -> Graph:
+        for v in self.old.inputs:
+            self.plain[id(v)] = self.new.add_input(v.name, v.shape, v.dtype)
+        for node in self.old.nodes:
+            if node.op == "Conv" and _conv_blockable(node, self.block):
+                self._conv(node)
+            elif self._stays_blocked(node):
+                self._blocked_node(node)
+            else:
+                self._plain_node(node)
+        self.new.set_outputs([self._as_plain(v) for v in self.old.outputs])
+        _keep_whole_groups(self.new, self.converted)
+        return self.new
+
+    # -- values in either layout ------------------------------------------------------
+
+    def _as_plain(self, v: Value) -> Value:
+        found = self.plain.get(id(v))
+        if found is None:
+            if v.data is not None:
+                found = self.new.add_constant(v.data, v.name)
+            else:
+                node = self.new.add_node("LayoutFromBlocked", [self.blocked[id(v)]],
+                                         name=f"{v.name}_to_nchw", output_names=[v.name])
+                self.converted.add(id(node))
+                found = node.output
+            self.plain[id(v)] = found
+        return found
+
+    def _as_blocked(self, v: Value) -> Value:
+        found = self.blocked.get(id(v))
+        if found is None:
+            node = self.new.add_node("LayoutToBlocked", [self._as_plain(v)], {"block": self.block},
+                                     name=f"{v.name}_to_nchw{self.block}c",
+                                     output_names=[self._blocked_name(v)])
+            self.converted.add(id(node))
+            found = self.blocked[id(v)] = node.output
+        return found
+
+    def _blocked_name(self, v: Value) -> str:
+        return self.new.unique_name(f"{v.name}_nchw{self.block}c")
+
+    def _constant_like(self, c: np.ndarray, rank: int, name: str) -> Value:
+        """Constant ``c``, which broadcasts against an NCHW tensor of ``rank``, re-laid out to
+        broadcast the same way against its blocked form."""
+        full = c.reshape((1,) * (rank - c.ndim) + c.shape)
+        blocked = full[..., None] if full.shape[1] == 1 else to_blocked(full, self.block)
+        return self.new.add_constant(blocked, f"{name}_nchw{self.block}c")
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def _stays_blocked(self, node: Node) -> bool:
+        """Whether ``node`` can take and give blocked values (every activation it reads is one)."""
+        activations = [v for v in node.inputs if v is not None and v.data is None]
+        if not activations or any(id(v) not in self.blocked for v in activations):
+            return False
+        if len(node.outputs) != 1 or node.output.type.rank < 3:
+            return False
+        if node.op == "Concat":
+            return node.attrs["axis"] == 1
+        if node.op in UNARY or node.op in POOLS:
+            return True
+        if node.op in BINARY:
+            shape = node.output.shape
+            return all(v.shape == shape for v in activations) and all(
+                v.data is None or _broadcasts_per_channel(v.shape, shape) for v in node.inputs)
+        return False
+
+    def _blocked_node(self, node: Node) -> None:
+        inputs = [self._operand(node, v) for v in node.inputs]
+        attrs = dict(node.attrs)
+        if node.op in POOLS:
+            k = len(attrs["kernel_shape"])
+            pads = attrs["pads"]
+            attrs.update(kernel_shape=tuple(attrs["kernel_shape"]) + (1,), strides=tuple(attrs["strides"]) + (1,),
+                         dilations=tuple(attrs["dilations"]) + (1,),
+                         pads=tuple(pads[:k]) + (0,) + tuple(pads[k:]) + (0,))
+        new = self.new.add_node(node.op, inputs, attrs, name=node.name,
+                                output_names=[self._blocked_name(node.output)])
+        new.group = node.group
+        self.blocked[id(node.output)] = new.output
+
+    def _operand(self, node: Node, v: Value | None) -> Value | None:
+        """Operand ``v`` of blocked ``node``: an activation's blocked form; a binary op's
+        constant re-laid out; any other constant (Clip's bounds) as it is."""
+        if v is None:
+            return None
+        if v.data is None:
+            return self.blocked[id(v)]
+        if node.op in BINARY:
+            return self._constant_like(v.data, node.output.type.rank, v.name)
+        return self._as_plain(v)
+
+    def _plain_node(self, node: Node) -> None:
+        inputs = [None if v is None else self._as_plain(v) for v in node.inputs]
+        new = self.new.add_node(node.op, inputs, node.attrs, name=node.name,
+                                output_names=[v.name for v in node.outputs])
+        new.group = node.group
+        for old, value in zip(node.outputs, new.outputs):
+            self.plain[id(old)] = value
+
+    def _conv(self, node: Node) -> None:
+        x, w = node.inputs[0], node.inputs[1].data
+        b = node.inputs[2] if len(node.inputs) > 2 else None
+        group, channels = node.attrs["group"], x.shape[1]
+        depthwise = group > 1 and w.shape[1] == 1 and group == channels == w.shape[0]
+        if channels % self.block == 0:
+            xb, block_in = self._as_blocked(x), self.block
+        else:
+            xb, block_in = self._by_single_channels(x), 1
+        weight = blocked_weight(w, 1 if depthwise else block_in, self.block)
+        inputs = [xb, self.new.add_constant(weight, f"{node.inputs[1].name}_nchw{self.block}c")]
+        if b is not None:
+            inputs.append(self.new.add_constant(b.data.reshape(-1, self.block), f"{b.name}_nchw{self.block}c"))
+        attrs = {key: node.attrs[key] for key in ("kernel_shape", "strides", "pads", "dilations", "group")}
+        new = self.new.add_node("ConvBlocked", inputs, attrs, name=node.name,
+                                output_names=[self._blocked_name(node.output)])
+        new.group = node.group
+        self.blocked[id(node.output)] = new.output
+
+    def _by_single_channels(self, v: Value) -> Value:
+        """``v`` (N, C, D...) viewed as blocks of one channel (N, C, D..., 1): a free reshape."""
+        found = self.blocked.get(id(v))
+        if found is not None and found.shape[-1] == 1:
+            return found
+        node = self.new.add_node("Reshape", [self._as_plain(v)], {"shape": v.shape + (1,)},
+                                 name=f"{v.name}_to_nchw1c", output_names=[self.new.unique_name(f"{v.name}_nchw1c")])
+        self.converted.add(id(node))
+        return node.output
+
+
+def _conv_blockable(node: Node, block: int) -> bool:
+    """Whether Conv ``node`` has a ConvBlocked form with ``block`` output channels a block."""
+    x, w = node.inputs[0], node.inputs[1]
+    b = node.inputs[2] if len(node.inputs) > 2 else None
+    if w.data is None or (b is not None and b.data is None) or x.data is not None:
+        return False
+    group, c_in, c_out = node.attrs["group"], x.shape[1], w.shape[0]
+    if c_out % block:
+        return False
+    if group == 1:
+        return True
+    if group == c_in == c_out and w.shape[1] == 1:
+        return True  # depthwise
+    return c_in % block == 0 and (c_in // group) % block == 0 and (c_out // group) % block == 0
+
+
+def _broadcasts_per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether a constant of ``shape`` broadcasts to ``out`` without its channel axis
+    being split from the block: along the channels it is 1 or all of them."""
+    if len(shape) > len(out):
+        return False
+    full = (1,) * (len(out) - len(shape)) + tuple(shape)
+    return all(s in (1, o) for s, o in zip(full, out))
+
+
+def _keep_whole_groups(graph: Graph, converted: set[int]) -> None:
+    """Dissolve every fused group a conversion was put into or that mixes layouts."""
+    members: dict[str, list[int]] = {}
+    for position, node in enumerate(graph.nodes):
+        if node.group is not None:
+            members.setdefault(node.group, []).append(position)
+    for name, positions in members.items():
+        span = graph.nodes[positions[0]:positions[-1] + 1]
+        consecutive = positions == list(range(positions[0], positions[-1] + 1))
+        ranks = {n.outputs[0].type.rank for n in span}
+        if not consecutive or len(ranks) > 1 or any(id(n) in converted for n in span):
+            for n in span:
+                if n.group == name:
+                    n.group = None
