@@ -1,0 +1,130 @@
+"""llvm_cpu's integer kernels: QConv and QMatMul bit for bit against the ops' reference,
+and a quantised model run on llvm_cpu alone (``int8=True``) in integer kernels.
+
+Integer sums are exact in any order, so every comparison here is equality: a kernel
+that reorders, tiles or vectorizes its sums must still give the reference's int8
+results. Zero points sit at the ends of int8 (-128 and 127) as well as inside, since
+the shifted operand ``x - x_zero`` then reaches ±255, the case that does not fit int8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import hetero
+from hetero.core.frontend.onnx import randomize_weights
+from hetero.core.ir import GraphBuilder, Graph
+from hetero.core.ir.ops.qint import INTEGER_OPS
+from models import light_model_path
+
+RNG = np.random.default_rng(16)
+
+#: (input shape, weight shape, attributes) of the convolution shapes the kernels meet.
+CONVS = {
+    "1x1": ((1, 32, 7, 9), (48, 32, 1, 1), {}),
+    "3x3_padded": ((1, 16, 10, 11), (32, 16, 3, 3), {"pads": (1, 1, 1, 1)}),
+    "strided": ((1, 16, 13, 12), (24, 16, 3, 3), {"pads": (1, 0, 1, 0), "strides": (2, 2)}),
+    "depthwise": ((1, 24, 9, 9), (24, 1, 3, 3), {"pads": (1, 1, 1, 1), "group": 24}),
+    "grouped": ((1, 32, 8, 8), (32, 8, 3, 3), {"pads": (1, 1, 1, 1), "group": 4}),
+    "stem": ((1, 3, 23, 23), (16, 3, 7, 7), {"pads": (3, 3, 3, 3), "strides": (2, 2)}),
+}
+
+
+def _int8(shape: tuple[int, ...]) -> np.ndarray:
+    return RNG.integers(-128, 128, shape).astype(np.int8)
+
+
+def _factors(channels: int) -> dict[str, tuple[int, ...]]:
+    # Per-channel multipliers and shifts that keep results spread over int8.
+    return {"multiplier": tuple(int(m) for m in RNG.integers(2**30, 2**31, channels)),
+            "shift": tuple(int(s) for s in RNG.integers(38, 42, channels))}
+
+
+def _qconv(x_shape: tuple[int, ...], w_shape: tuple[int, ...], attrs: dict, x_zero: int,
+           y_zero: int) -> Graph:
+    b = GraphBuilder("qconv")
+    x = b.input("x", x_shape, np.int8)
+    w = b.constant(_int8(w_shape), "w")
+    bias = b.constant(RNG.integers(-5000, 5000, w_shape[0]).astype(np.int32), "b")
+    b.output(b.op("QConv", x, w, bias, x_zero=x_zero, y_zero=y_zero, **attrs, **_factors(w_shape[0])))
+    return b.build()
+
+
+def _qmatmul(rows: int, k: int, n: int, a_zero: int) -> Graph:
+    b = GraphBuilder("qmatmul")
+    a = b.input("a", (rows, k), np.int8)
+    w = b.constant(_int8((k, n)), "w")
+    bias = b.constant(RNG.integers(-5000, 5000, n).astype(np.int32), "b")
+    b.output(b.op("QMatMul", a, w, bias, a_zero=a_zero, **_factors(n)))
+    return b.build()
+
+
+def _assert_exact(graph: Graph, feeds: dict[str, np.ndarray], threads: int = 1) -> None:
+    exe = hetero.compile(graph, targets=["llvm_cpu"], num_threads=threads)
+    out = graph.outputs[0].name
+    got, want = exe.run(feeds)[out], hetero.run_reference(graph, feeds)[out]
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("x_zero", [-128, 0, 127])
+@pytest.mark.parametrize("case", list(CONVS))
+def test_qconv_is_bit_exact_with_its_reference(case: str, x_zero: int) -> None:
+    x_shape, w_shape, attrs = CONVS[case]
+    graph = _qconv(x_shape, w_shape, attrs, x_zero, y_zero=-x_zero // 2)
+    # Inputs at the far end from the zero point make |x - x_zero| reach 255.
+    x = _int8(x_shape)
+    x.flat[::7] = 127 if x_zero < 0 else -128
+    _assert_exact(graph, {"x": x})
+
+
+def test_qconv_is_bit_exact_on_two_threads() -> None:
+    x_shape, w_shape, attrs = CONVS["3x3_padded"]
+    _assert_exact(_qconv(x_shape, w_shape, attrs, x_zero=-128, y_zero=5), {"x": _int8(x_shape)}, threads=2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 20), k=st.integers(1, 96), n=st.integers(1, 70),
+       a_zero=st.sampled_from([-128, -1, 0, 37, 127]))
+def test_qmatmul_is_bit_exact_with_its_reference(rows: int, k: int, n: int, a_zero: int) -> None:
+    a = _int8((rows, k))
+    a.flat[::3] = 127 if a_zero < 0 else -128
+    _assert_exact(_qmatmul(rows, k, n, a_zero), {"a": a})
+
+
+def _quantised(name: str) -> tuple[Graph, list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+    graph = hetero.optimize(hetero.load_onnx(randomize_weights(onnx.load(light_model_path(name)), seed=0)))
+    rng = np.random.default_rng(3)
+    shape = graph.inputs[0].shape
+    samples = [{graph.inputs[0].name: rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
+    return graph, samples, {graph.inputs[0].name: rng.standard_normal(shape).astype(np.float32)}
+
+
+def _kernel_ops(exe: hetero.Executable) -> set[str]:
+    """The ops of every kernel of ``exe``'s parts (a fused kernel counts each of its ops)."""
+    labels = [step.name.rpartition("(")[2].rstrip(")") for p in exe.placements for step in p.part.steps]
+    return {op for label in labels for op in label.split("+")}
+
+
+def test_a_quantised_model_runs_in_integer_kernels_on_llvm_cpu_alone() -> None:
+    graph, samples, feeds = _quantised("squeezenet")
+    exe = hetero.compile(graph, targets=["llvm_cpu"], quantize=samples, int8=True, passes=[])
+    assert [p.backend for p in exe.placements] == ["llvm_cpu"]
+    ops = _kernel_ops(exe)
+    # Every convolution is an integer one: no float Conv and no DequantizeLinear of a weight.
+    assert {"QConv", "Requantize"} <= ops & INTEGER_OPS
+    assert "Conv" not in ops
+    # The integer reference: the graph the compile partitioned, quantised and lowered.
+    session = hetero.core.compiler.Session(["llvm_cpu"], quantize=samples, options={"int8": True})
+    integer = session.prepare(graph)
+    out = graph.outputs[0].name
+    np.testing.assert_array_equal(exe.run(feeds)[out], hetero.run_reference(integer, feeds)[out])
+
+
+def test_without_int8_a_quantised_model_on_llvm_cpu_keeps_float_qdq() -> None:
+    graph, samples, _ = _quantised("squeezenet")
+    exe = hetero.compile(graph, targets=["llvm_cpu"], quantize=samples, passes=[])
+    assert not _kernel_ops(exe) & INTEGER_OPS
