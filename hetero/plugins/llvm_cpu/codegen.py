@@ -43,6 +43,8 @@ I32 = ir.IntType(32)
 #: Allocations inside a stage up to this size live on the stack (registers, after
 #: promotion); larger ones go to the heap, since pool threads have small stacks.
 STACK_LIMIT_BYTES = 64 * 1024
+#: Appended to a stage's symbol for its packed-argument entry.
+PACKED_SUFFIX = "_packed"
 _MAX_VECTOR_WIDTH = 64
 
 
@@ -57,6 +59,12 @@ class Entry:
     symbol: str
     extent: int
     parallel: bool
+
+    @property
+    def packed(self) -> str:
+        """The symbol of the same stage taking ``(lo, hi, ptr buffers[])``: one signature
+        for every stage, which the native runtime calls (:mod:`.runtime`)."""
+        return self.symbol + PACKED_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,8 @@ def render(func: PrimFunc, triple: str = "", data_layout: str = "") -> RenderedM
     module.data_layout = data_layout
     buffers = func.params + tuple(workspaces)
     entries = tuple(_StageRenderer(module, func, buffers).render(k, s) for k, s in enumerate(stages))
+    for entry in entries:
+        _render_packed(module, entry, len(buffers))
     _render_wrapper(module, func, entries, tuple(workspaces))
     return RenderedModule(func, module, entries, tuple(workspaces))
 
@@ -112,6 +122,9 @@ class _StageRenderer(StmtEmitter):
         ptr = self.pointer_type("global")
         fn = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64] + [ptr] * len(self.buffers)), symbol)
         fn.attributes.add("nounwind")
+        # Called from the packed entry and the wrapper: inlined into either, its body
+        # would be optimised and emitted twice.
+        fn.attributes.add("noinline")
         lo, hi, *pointers = fn.args
         lo.name, hi.name = "lo", "hi"
         for arg, buffer in zip(pointers, self.buffers):
@@ -187,6 +200,19 @@ class _StageRenderer(StmtEmitter):
             # unrolling the loops around it too only multiplies code and compile time.
             return [hint("llvm.loop.unroll.disable")]
         return []
+
+
+def _render_packed(module: ir.Module, entry: Entry, n_buffers: int) -> None:
+    """``void @<stage>_packed(i64 lo, i64 hi, ptr buffers)``: the stage, its buffer
+    pointers read from an array."""
+    fn = ir.Function(module, ir.FunctionType(VOID, [I64, I64, PTR]), entry.packed)
+    fn.attributes.add("nounwind")
+    lo, hi, array = fn.args
+    bld = ir.IRBuilder(fn.append_basic_block("entry"))
+    pointers = [bld.load(bld.gep(array, [ir.Constant(I64, k)], source_etype=PTR), typ=PTR)
+                for k in range(n_buffers)]
+    bld.call(module.globals[entry.symbol], [lo, hi, *pointers])
+    bld.ret_void()
 
 
 def _render_wrapper(module: ir.Module, func: PrimFunc, entries: tuple[Entry, ...],

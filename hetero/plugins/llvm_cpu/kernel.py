@@ -7,13 +7,16 @@
     kernel(x, w, y)                       # every parameter, outputs written in place
 
 Stages run in order. A stage whose outermost loop is PARALLEL is split into
-contiguous chunks of that loop, run concurrently on a thread pool; the chunks of
-one stage all finish before the next stage starts.
+contiguous chunks of that loop (:data:`CHUNKS_PER_THREAD` per thread, so that a
+core slowed by other work takes fewer), run concurrently on the native thread pool
+(:mod:`~hetero.plugins.llvm_cpu.runtime`), or on a Python one where the runtime has
+no port; the chunks of one stage all finish before the next stage starts.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+import ctypes
 import functools
 import os
 import threading
@@ -24,11 +27,16 @@ import numpy as np
 from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
 from hetero.core.ir.types import as_dtype
 from hetero.core.schedule import Trace
-from hetero.errors import InputError
+from hetero.errors import CodegenError, InputError
 from hetero.plugins.llvm_cpu.codegen import Entry
 from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile, load_object
+from hetero.plugins.llvm_cpu.runtime import MAX_CHUNKS, Launch, native_pool
 
 Chunk = tuple[int, int]
+
+#: Chunks a parallel stage is cut into per thread: threads claim them as they come
+#: free, so one slowed by other work on its core takes fewer.
+CHUNKS_PER_THREAD = 4
 
 _KERNELS: dict[tuple[str, int], CompiledKernel] = {}
 _KERNELS_LOCK = threading.Lock()
@@ -125,6 +133,26 @@ class CompiledKernel:
         self.num_threads = num_threads or os.cpu_count() or 1
         self.last_launches: tuple[tuple[str, tuple[Chunk, ...]], ...] = ()
         self._chunks: dict[tuple[str, int], list[Chunk]] = {}
+        self._pool = native_pool()
+        self._packed: tuple[int, ...] = ()
+        if self._pool is not None:
+            self._pool.ensure(self.num_threads)
+            self._packed = tuple(module.engine.get_function_address(e.packed) for e, _ in module.entries)
+            if not all(self._packed):
+                raise CodegenError(f"kernel {name}: its machine code has no packed entry points (it was "
+                                   "built by an older hetero); recompile the model")
+
+    def launches(self, arguments: int) -> list[Launch]:
+        """The native runtime's records of one call, each stage's packed entry reading its
+        buffers from the pointer array at address ``arguments``."""
+        return [Launch(packed, arguments, entry.extent, self.chunk_count(entry))
+                for packed, (entry, _) in zip(self._packed, self.module.entries)]
+
+    def chunk_count(self, entry: Entry) -> int:
+        """How many pieces a call cuts ``entry``'s range into."""
+        if not entry.parallel or self.num_threads == 1:
+            return 1
+        return max(1, min(entry.extent, CHUNKS_PER_THREAD * self.num_threads, MAX_CHUNKS))
 
     @property
     def llvm_ir(self) -> str:
@@ -169,11 +197,19 @@ class CompiledKernel:
         spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.workspaces]
         pointers = [a.ctypes.data for a in arrays] + [w.ctypes.data for w in spaces]
         launches = []
+        if self._pool is not None:
+            self._pool.ensure(self.num_threads)
+            table = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
+            for record, (entry, _) in zip(self.launches(ctypes.addressof(table)), self.module.entries):
+                self._pool.parallel(record.fn, record.args, record.extent, record.chunks)
+                launches.append((entry.symbol, tuple(chunks(entry.extent, record.chunks))))
+            self.last_launches = tuple(launches)
+            return
         for entry, fn in self.module.entries:
             key = (entry.symbol, self.num_threads)
             parts = self._chunks.get(key)
             if parts is None:
-                parts = self._chunks[key] = chunks(entry.extent, self.num_threads if entry.parallel else 1)
+                parts = self._chunks[key] = chunks(entry.extent, self.chunk_count(entry))
             if len(parts) == 1:
                 fn(*parts[0], *pointers)
             else:

@@ -30,6 +30,8 @@ from hetero.core.runtime.archive import constants_member, open_zip, read_constan
 from hetero.core.runtime.device import HOST
 from hetero.errors import CodegenError, DamagedFileError, InputError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
+from hetero.plugins.llvm_cpu.program import Program, workspace_layout
+from hetero.plugins.llvm_cpu.runtime import native_pool
 from hetero.plugins.llvm_cpu.target import host_cpu
 
 
@@ -69,6 +71,13 @@ class LlvmCpuPart:
         self.aliases = aliases  # graph outputs that are inputs or constants, by name
         self.last_profile: list[tuple[str, float]] = []
         self.memory_plan, self._slots = _plan(steps, outputs)
+        self._program: Program | None = None
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The bytes a run allocates besides the arena and its outputs: the region the
+        stages of one kernel at a time pass their intermediates in."""
+        return max((workspace_layout(s.kernel)[1] for s in self.steps if s.kernel is not None), default=0)
 
     @property
     def kernel_count(self) -> int:
@@ -76,8 +85,26 @@ class LlvmCpuPart:
         return sum(step.kernel is not None for step in self.steps)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env = self._execute(inputs, planned=True)
-        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+        program = self._native_program()
+        if program is None:
+            env = self._execute(inputs, planned=True)
+            return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+        arena = _arena(self.memory_plan.arena_bytes)
+        env, self.last_profile = program.run(
+            {n: np.asarray(inputs[n], order="C") for n in self.inputs}, _arena, HOST.allocate, arena)
+        return {name: program.array(self.aliases.get(name, name), env, arena) for name in self.outputs}
+
+    def _native_program(self) -> Program | None:
+        """The run as one native call (:mod:`.program`), built on first use; None where
+        the native runtime has no port."""
+        if self._program is None:
+            pool = native_pool()
+            if pool is None:
+                return None
+            types = {name: (tuple(b.shape), np.dtype(b.dtype)) for step in self.steps if step.kernel is not None
+                     for name, b in zip(step.outputs, step.kernel.outputs)}
+            self._program = Program(pool, self.steps, self._slots, self.inputs, self.constants, types)
+        return self._program
 
     def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every value a kernel writes (each step's outputs: fused groups expose their

@@ -51,7 +51,8 @@ def check_light_model(name: str) -> None:
     x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)
     feeds = {graph.inputs[0].name: x}
     peak, outputs = traced_peak(exe, feeds)
-    budget = plan.arena_bytes + sum(a.nbytes for a in outputs.values())
+    # The arena, the outputs, and the region one kernel's stages pass intermediates in.
+    budget = plan.arena_bytes + placement.part.workspace_bytes + sum(a.nbytes for a in outputs.values())
     assert plan.arena_bytes <= peak <= 1.05 * budget, (peak, plan.summary())
     ours = outputs[graph.outputs[0].name]
     theirs = run_model(model, feeds)[0]

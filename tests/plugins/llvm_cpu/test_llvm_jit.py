@@ -14,6 +14,7 @@ from hetero.plugins.llvm_cpu import (
     AOT_TRIPLES, CompiledKernel, chunks, compile_kernel, emit_assembly, emit_object, host_cpu, host_features,
     host_triple, render,
 )
+from hetero.plugins.llvm_cpu.kernel import CHUNKS_PER_THREAD
 
 RNG = np.random.default_rng(11)
 
@@ -64,14 +65,16 @@ def test_unrolled_loop_is_marked_and_still_correct() -> None:
 
 
 def test_parallel_outer_loop_runs_in_chunks_with_serial_numbers() -> None:
-    rows = 10
+    rows = 30
     parallel = CompiledKernel(_axpy(outer=ForKind.PARALLEL, rows=rows, name="axpy_par"), num_threads=3)
     serial = CompiledKernel(_axpy(rows=rows, name="axpy_ser"))
     arrays = _axpy_inputs(rows)
     out = np.full((rows, 16), np.nan, np.float32)  # any row no chunk covers stays NaN
     parallel(arrays["A"], arrays["B"], arrays["D"], out)
     [(symbol, parts)] = parallel.last_launches
-    assert symbol.startswith("axpy_par") and parts == ((0, 3), (3, 6), (6, 10))
+    # CHUNKS_PER_THREAD pieces per thread, which threads claim as they come free.
+    assert symbol.startswith("axpy_par") and parts == tuple(chunks(rows, CHUNKS_PER_THREAD * 3))
+    assert len(parts) == 12
     np.testing.assert_array_equal(out, serial.run(**arrays)["C"])
     [(_, serial_parts)] = serial.last_launches
     assert serial_parts == ((0, 1),)
