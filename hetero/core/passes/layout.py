@@ -30,6 +30,8 @@ What is blocked, and what is not:
   blocked at the output's shape; a constant operand (a folded bias, a per-channel
   scale) is re-laid out to broadcast the same way.
 * Concat along the channels, every input blocked.
+* an inference BatchNormalization with constant parameters (DenseNet's, before each
+  Relu and Conv, that nothing folds into): a blocked Mul and Add per channel.
 
 A fused group (:mod:`hetero.core.passes.fuse`) keeps its annotation where all its
 members kept one layout and no conversion came between them, so the pass may run after
@@ -73,6 +75,7 @@ class _Relayout:
         self.plain: dict[int, Value] = {}
         self.blocked: dict[int, Value] = {}
         self.converted: set[int] = set()  # new nodes the pass added: the layout conversions
+        self.output_names = {v.name for v in graph.outputs}
 
     def run(self) -> Graph:
         for v in self.old.inputs:
@@ -136,6 +139,8 @@ class _Relayout:
             return node.attrs["axis"] == 1
         if node.op in UNARY or node.op in POOLS:
             return True
+        if node.op == "BatchNormalization":
+            return len(activations) == 1 and node.inputs[0] is activations[0]
         if node.op in BINARY:
             shape = node.output.shape
             return all(v.shape == shape for v in activations) and all(
@@ -143,6 +148,9 @@ class _Relayout:
         return False
 
     def _blocked_node(self, node: Node) -> None:
+        if node.op == "BatchNormalization":
+            self._batch_norm(node)
+            return
         inputs = [self._operand(node, v) for v in node.inputs]
         attrs = dict(node.attrs)
         if node.op in POOLS:
@@ -151,10 +159,20 @@ class _Relayout:
             attrs.update(kernel_shape=tuple(attrs["kernel_shape"]) + (1,), strides=tuple(attrs["strides"]) + (1,),
                          dilations=tuple(attrs["dilations"]) + (1,),
                          pads=tuple(pads[:k]) + (0,) + tuple(pads[k:]) + (0,))
-        new = self.new.add_node(node.op, inputs, attrs, name=node.name,
-                                output_names=[self._blocked_name(node.output)])
-        new.group = node.group
-        self.blocked[id(node.output)] = new.output
+        self._add_blocked(node, node.op, inputs, attrs)
+
+    def _batch_norm(self, node: Node) -> None:
+        """Inference batch normalisation, ``x * factor + shift`` per channel, as a blocked
+        Mul and Add (the factors computed in float64, stored in the input's dtype)."""
+        x, (scale, bias, mean, var) = node.inputs[0], (v.data.astype(np.float64) for v in node.inputs[1:])
+        factor = scale / np.sqrt(var + node.attrs["epsilon"])
+        shape = (1, -1) + (1,) * (x.type.rank - 2)
+        rank, dtype = x.type.rank, x.dtype
+        f = self._constant_like(factor.astype(dtype).reshape(shape), rank, f"{node.name}_factor")
+        t = self._constant_like((bias - mean * factor).astype(dtype).reshape(shape), rank, f"{node.name}_shift")
+        scaled = self.new.add_node("Mul", [self.blocked[id(x)], f], name=f"{node.name}_scale",
+                                   output_names=[self.new.unique_name(f"{node.name}_scaled")])
+        self._add_blocked(node, "Add", [scaled.output, t], {})
 
     def _operand(self, node: Node, v: Value | None) -> Value | None:
         """Operand ``v`` of blocked ``node``: an activation's blocked form; a binary op's
@@ -189,8 +207,13 @@ class _Relayout:
         if b is not None:
             inputs.append(self.new.add_constant(b.data.reshape(-1, self.block), f"{b.name}_nchw{self.block}c"))
         attrs = {key: node.attrs[key] for key in ("kernel_shape", "strides", "pads", "dilations", "group")}
-        new = self.new.add_node("ConvBlocked", inputs, attrs, name=node.name,
-                                output_names=[self._blocked_name(node.output)])
+        self._add_blocked(node, "ConvBlocked", inputs, attrs)
+
+    def _add_blocked(self, node: Node, op: str, inputs: list[Value | None], attrs: dict) -> None:
+        """The blocked form of ``node``. It keeps the node's name, unless that is a graph
+        output's, which the conversion back to NCHW must then take."""
+        name = node.name if node.name not in self.output_names else f"{node.name}_nchw{self.block}c"
+        new = self.new.add_node(op, inputs, attrs, name=name, output_names=[self._blocked_name(node.output)])
         new.group = node.group
         self.blocked[id(node.output)] = new.output
 

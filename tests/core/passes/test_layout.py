@@ -1,0 +1,276 @@
+"""The blocked-channel layout pass, its ops' references and their llvm_cpu lowerings.
+
+Numbers: the pass must keep every light model's output (hetero with and without it,
+and onnxruntime, on seeded random weights and input, within the light-model bound of
+1e-4 of the output's largest magnitude: hetero's tiled sums and MLAS's add in other
+orders). Structure: every conversion sits where a blocked chain meets an NCHW op or a
+graph input or output, never between two blocked ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import hetero
+from hetero.core.frontend.onnx import randomize_weights
+from hetero.core.ir import GraphBuilder
+from hetero.core.ir.graph import Graph, Value
+from hetero.core.ir.opdef import get_op
+from hetero.core.ir.ops.layout import blocked_weight, from_blocked, to_blocked, unblocked_weight
+from hetero.core.passes.fuse import fuse_epilogues, groups
+from hetero.core.passes.layout import block_layout
+from hetero.core.runtime.reference import run_reference
+from hetero.errors import ShapeError
+from models import LIGHT_MODELS, light_model_path
+from oracle import run_model
+
+#: The block the tests use: AVX-512's float32 lanes, the block llvm_cpu picks on such hosts.
+BLOCK = 16
+#: The one light model quick enough for the fast inner loop.
+_QUICK = {"squeezenet"}
+_CONVERSIONS = ("LayoutToBlocked", "LayoutFromBlocked")
+
+
+def _light(name: str) -> tuple[onnx.ModelProto, Graph, dict[str, np.ndarray]]:
+    model = randomize_weights(onnx.load(light_model_path(name)), seed=0)
+    graph = hetero.optimize(hetero.load_onnx(model))
+    x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)
+    return model, graph, {graph.inputs[0].name: x}
+
+
+def _blocked(v: Value) -> bool:
+    """Whether ``v`` is in the blocked layout: made by a blocked convolution or a
+    conversion to blocks, or by an op reading such a value that is no conversion back."""
+    node = v.producer
+    if node is None or node.op == "LayoutFromBlocked":
+        return False
+    if node.op in ("ConvBlocked", "LayoutToBlocked") or node.name.endswith("_to_nchw1c"):
+        return True
+    return any(_blocked(u) for u in node.inputs if u is not None and u.data is None)
+
+
+def _conversion_problems(graph: Graph) -> list[str]:
+    """Each conversion that is not at a blocked chain's boundary, with why."""
+    problems = []
+    outputs = {id(v) for v in graph.outputs}
+    for node in graph.nodes:
+        if node.op == "LayoutFromBlocked":
+            source = node.inputs[0].producer
+            if source is None or source.op in _CONVERSIONS:
+                problems.append(f"{node.name} converts {node.inputs[0].name}, not a blocked op's output")
+            if id(node.output) not in outputs and any(u.op == "ConvBlocked" or _blocked(u.output)
+                                                      for u in node.output.users):
+                problems.append(f"{node.name} feeds a blocked op")
+        elif node.op == "LayoutToBlocked" or node.name.endswith("_to_nchw1c"):
+            source = node.inputs[0].producer
+            if source is not None and _blocked(node.inputs[0]):
+                problems.append(f"{node.name} converts an already blocked value")
+            if any(not _blocked(u.output) for u in node.output.users):
+                problems.append(f"{node.name} feeds an NCHW op")
+    for node in graph.nodes:
+        converted = [v for v in node.inputs if v is not None and v.producer is not None
+                     and v.producer.op in _CONVERSIONS]
+        if len({v.name for v in converted}) != len(converted):
+            problems.append(f"{node.name} reads one conversion twice")
+    seen: dict[tuple[str, str], str] = {}
+    for node in graph.nodes:
+        if node.op in _CONVERSIONS:
+            key = (node.op, node.inputs[0].name)
+            if key in seen:
+                problems.append(f"{node.inputs[0].name} is converted twice ({seen[key]}, {node.name})")
+            seen[key] = node.name
+    return problems
+
+
+# -- the light models ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_conversions_sit_only_at_chain_boundaries(name: str) -> None:
+    _, graph, _ = _light(name)
+    blocked = block_layout(fuse_epilogues(graph), BLOCK)
+    histogram = blocked.op_histogram()
+    assert histogram.get("ConvBlocked", 0) > 0, histogram
+    assert _conversion_problems(blocked) == []
+    # Chains, not a conversion pair around every Conv: at most one conversion in and one
+    # out per blocked convolution (ShuffleNet's depthwise ones, between channel shuffles
+    # and narrow groups, are chains of one).
+    conversions = sum(histogram.get(op, 0) for op in _CONVERSIONS)
+    assert conversions <= 2 * histogram["ConvBlocked"], histogram
+    if name == "resnet50":
+        # One chain from the stem (read as blocks of one) to the global pool.
+        assert (histogram["ConvBlocked"], conversions) == (53, 1), histogram
+
+
+@pytest.mark.parametrize("name", [
+    n if n in _QUICK else pytest.param(n, marks=pytest.mark.slow) for n in LIGHT_MODELS])
+def test_light_model_keeps_its_numbers_in_the_blocked_layout(name: str) -> None:
+    model, graph, feeds = _light(name)
+    out = graph.outputs[0].name
+    theirs = run_model(model, feeds)[0]
+    scale = float(np.abs(theirs).max())
+    results = {}
+    for layout in ("nchw", "blocked"):
+        exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1, layout=layout)
+        results[layout] = exe.run(feeds)[out]
+        np.testing.assert_allclose(results[layout], theirs, rtol=0, atol=1e-4 * scale)
+    np.testing.assert_allclose(results["blocked"], results["nchw"], rtol=0, atol=1e-4 * scale)
+
+
+# -- the pass on a small chain -----------------------------------------------------------
+
+
+def _chain() -> Graph:
+    """stem (3 channels) -> Relu -> MaxPool -> Conv + per-channel Add -> Concat with a
+    depthwise Conv -> a 10-channel head the block does not divide -> output."""
+    rng = np.random.default_rng(1)
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 3, 12, 12))
+
+    def weight(*shape: int) -> Value:
+        return gb.constant(rng.standard_normal(shape).astype(np.float32))
+
+    stem = gb.Relu(gb.Conv(x, weight(16, 3, 3, 3), weight(16), pads=(1, 1, 1, 1), strides=(2, 2), name="stem"))
+    pool = gb.MaxPool(stem, kernel_shape=(2, 2), strides=(2, 2), pads=(0, 0, 1, 1), name="pool")
+    a = gb.Add(gb.Conv(pool, weight(32, 16, 1, 1), name="conv_a"), weight(32, 1, 1), name="bias_a")
+    d = gb.Conv(pool, weight(16, 1, 3, 3), pads=(1, 1, 1, 1), group=16, name="depthwise")
+    cat = gb.Concat(a, d, axis=1, name="cat")
+    head = gb.Conv(cat, weight(10, 48, 1, 1), name="head")
+    gb.output(head, cat)
+    return gb.build()
+
+
+def test_pass_blocks_the_chain_and_converts_at_its_ends() -> None:
+    graph = _chain()
+    blocked = block_layout(graph, BLOCK)
+    # A blocked node keeps its name, but for a graph output's: its conversion back takes it.
+    ops = {n.name.removesuffix(f"_nchw{BLOCK}c"): n.op for n in blocked.nodes}
+    assert [ops[n] for n in ("stem", "depthwise", "conv_a", "head")] == ["ConvBlocked"] * 3 + ["Conv"]
+    assert [ops[n] for n in ("pool", "bias_a", "cat")] == ["MaxPool", "Add", "Concat"]
+    # The stem reads the 3-channel input as blocks of one (a free reshape); the Concat
+    # is converted back once, for both the head and the graph output.
+    assert sorted(n.op for n in blocked.nodes if n.op in _CONVERSIONS or n.op == "Reshape") == [
+        "LayoutFromBlocked", "Reshape"]
+    assert [v.name for v in blocked.outputs] == [v.name for v in graph.outputs]
+    assert blocked.node("pool").attrs["kernel_shape"] == (2, 2, 1)
+    assert blocked.node("pool").attrs["pads"] == (0, 0, 0, 1, 1, 0)
+    assert _conversion_problems(blocked) == []
+    x = np.random.default_rng(2).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    want, got = run_reference(graph, {"x": x}), run_reference(blocked, {"x": x})
+    for v in graph.outputs:
+        np.testing.assert_allclose(got[v.name], want[v.name], rtol=1e-5, atol=1e-5)
+
+
+def test_pass_keeps_a_fused_group_whole_and_dissolves_one_a_conversion_splits() -> None:
+    rng = np.random.default_rng(3)
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 16, 6, 6))
+    skip = gb.input("skip", (1, 32, 6, 6))
+    w = gb.constant(rng.standard_normal((32, 16, 1, 1)).astype(np.float32))
+    kept = gb.Relu(gb.Conv(x, w, name="conv_kept"), name="relu_kept")
+    # The residual is an NCHW graph input: the Add stays NCHW, so the Conv's output is
+    # converted between the group's members.
+    split = gb.Add(gb.Conv(kept, gb.constant(rng.standard_normal((32, 32, 1, 1)).astype(np.float32)),
+                           name="conv_split"), skip, name="add_split")
+    gb.output(split)
+    fused = fuse_epilogues(gb.build())
+    assert set(groups(fused)) == {"conv_kept", "conv_split"}
+    blocked = block_layout(fused, BLOCK)
+    found = {name: [n.name for n in members] for name, members in groups(blocked).items()}
+    assert found == {"conv_kept": ["conv_kept", "relu_kept"]}
+    assert blocked.node("add_split").op == "Add" and blocked.node("add_split").inputs[0].type.rank == 4
+
+
+def test_pass_refuses_a_block_of_one_channel() -> None:
+    with pytest.raises(ShapeError, match="at least 2"):
+        block_layout(_chain(), 1)
+
+
+# -- the ops' references and lowerings --------------------------------------------------
+
+
+def test_layout_conversions_are_numpy_index_maps() -> None:
+    x = np.arange(2 * 32 * 3 * 5, dtype=np.float32).reshape(2, 32, 3, 5)
+    y = to_blocked(x, BLOCK)
+    assert y.shape == (2, 2, 3, 5, BLOCK)
+    assert y[1, 1, 2, 4, 3] == x[1, BLOCK + 3, 2, 4]
+    np.testing.assert_array_equal(from_blocked(y), x)
+    w = np.random.default_rng(4).standard_normal((32, 16, 3, 3)).astype(np.float32)
+    wb = blocked_weight(w, 4, BLOCK)
+    assert wb.shape == (2, 4, 3, 3, 4, BLOCK)
+    assert wb[1, 2, 0, 1, 3, 5] == w[BLOCK + 5, 2 * 4 + 3, 0, 1]
+    np.testing.assert_array_equal(unblocked_weight(wb), w)
+
+
+def test_layout_to_blocked_refuses_channels_the_block_does_not_divide() -> None:
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 10, 4, 4))
+    with pytest.raises(ShapeError, match="does not divide the 10 channels"):
+        gb.LayoutToBlocked(x, block=4)
+
+
+def _numpy_conv_blocked(x: np.ndarray, w: np.ndarray, b: np.ndarray, pad: int, group: int) -> np.ndarray:
+    """An independent NCHW[x]c convolution (stride 1): padded input, one einsum per tap."""
+    n, cb, h, wd, bi = x.shape
+    kh, kw, bo = w.shape[2], w.shape[3], w.shape[-1]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad), (0, 0)))
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, w.shape[0], oh, ow, bo))
+    blocks_per_group = w.shape[0] // group
+    for i in range(kh):
+        for j in range(kw):
+            window = xp[:, :, i:i + oh, j:j + ow, :]
+            for g in range(group):
+                outs = slice(g * blocks_per_group, (g + 1) * blocks_per_group)
+                ins = window[:, g * w.shape[1]:(g + 1) * w.shape[1]]
+                y[:, outs] += np.einsum("ncpqy,kcyx->nkpqx", ins, w[outs, :, i, j].astype(np.float64))
+    return (y + b[None, :, None, None, :]).astype(np.float32)
+
+
+@pytest.mark.parametrize("c_in,c_out,group,pad", [(32, 16, 1, 1), (3, 16, 1, 0), (32, 32, 2, 1)])
+def test_conv_blocked_reference_and_lowering_match_numpy(c_in: int, c_out: int, group: int, pad: int) -> None:
+    rng = np.random.default_rng(5)
+    block_in = BLOCK if c_in % BLOCK == 0 else 1
+    x = to_blocked(rng.standard_normal((1, c_in, 7, 9)).astype(np.float32), block_in)
+    w = blocked_weight(rng.standard_normal((c_out, c_in // group, 3, 3)).astype(np.float32), block_in, BLOCK)
+    b = rng.standard_normal((c_out // BLOCK, BLOCK)).astype(np.float32)
+    want = _numpy_conv_blocked(x, w, b, pad, group)
+    attrs = {"kernel_shape": (3, 3), "strides": (1, 1), "dilations": (1, 1), "pads": (pad,) * 4, "group": group}
+    np.testing.assert_allclose(get_op("ConvBlocked").reference([x, w, b], attrs)[0], want, rtol=1e-5, atol=1e-4)
+    gb = GraphBuilder()
+    y = gb.ConvBlocked(gb.input("x", x.shape), gb.constant(w), gb.constant(b), **attrs)
+    gb.output(y)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1)
+    np.testing.assert_allclose(exe.run({"x": x})[y.name], want, rtol=1e-5, atol=1e-4)
+
+
+def test_depthwise_conv_blocked_lowering_matches_numpy() -> None:
+    rng = np.random.default_rng(6)
+    plain_x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    plain_w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    xp = np.pad(plain_x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(xp[:, :, i:i + 8, j:j + 8] * plain_w[None, :, 0, i, j, None, None] for i in range(3) for j in range(3))
+    gb = GraphBuilder()
+    y = gb.ConvBlocked(gb.input("x", (1, 2, 8, 8, BLOCK)), gb.constant(blocked_weight(plain_w, 1, BLOCK)),
+                       pads=(1, 1, 1, 1), group=32)
+    gb.output(y)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1)
+    np.testing.assert_allclose(exe.run({"x": to_blocked(plain_x, BLOCK)})[y.name], to_blocked(want, BLOCK),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_blocked_lowerings_of_the_conversions_and_a_pool_match_numpy() -> None:
+    x = np.random.default_rng(7).standard_normal((1, 32, 5, 5)).astype(np.float32)
+    gb = GraphBuilder()
+    blocked = gb.LayoutToBlocked(gb.input("x", x.shape), block=BLOCK)
+    pooled = gb.MaxPool(blocked, kernel_shape=(3, 3, 1), strides=(2, 2, 1), pads=(1, 1, 0, 1, 1, 0))
+    back = gb.LayoutFromBlocked(pooled)
+    gb.output(blocked, back)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1)
+    got = exe.run({"x": x})
+    np.testing.assert_array_equal(got[blocked.name], to_blocked(x, BLOCK))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.max([padded[:, :, i:i + 5:2, j:j + 5:2] for i in range(3) for j in range(3)], axis=0)
+    np.testing.assert_array_equal(got[back.name], want)
