@@ -33,6 +33,8 @@ ONE_FMA_UNIT = frozenset({
 #: Cache sizes assumed where the OS reports none (a container hiding /sys, say): a
 #: small current server core's.
 DEFAULT_CACHES = {1: 32 * 2**10, 2: 1 * 2**20, 3: 8 * 2**20}
+#: Where Linux describes the first core's caches, one folder per cache.
+SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 #: Cycles from one FMA's issue to its result being usable by the next on the cores
 #: hetero has met (4 on Intel since Skylake and on Zen 4/5; Arm's big cores 4): a tile
 #: needs latency x units independent accumulators to keep every unit busy.
@@ -111,10 +113,10 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _caches() -> dict[int, int]:
+def _caches(root: Path = SYSFS_CACHES) -> dict[int, int]:
     """Per-level data (or unified) cache sizes in bytes, from sysfs, else sysconf, else defaults."""
     found: dict[int, int] = {}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+    for index in sorted(root.glob("index*")):
         try:
             level = int((index / "level").read_text())
             kind = (index / "type").read_text().strip()

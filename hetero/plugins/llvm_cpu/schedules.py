@@ -25,18 +25,20 @@ from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
 from hetero.plugins.llvm_cpu.exprs import is_scalar_call
-from hetero.plugins.llvm_cpu.schedules_tiled import plan_tile, schedule_tiled
+from hetero.plugins.llvm_cpu.schedules_tiled import TILE, plan_tile, schedule_tiled
 from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
 
 #: Parallel chunks per core: enough to even out uneven chunk times.
 CHUNKS_PER_THREAD = 4
 #: Fewer loop iterations than this (a vectorized loop counting once per vector) run on
-#: the calling thread: handing chunks to the pool costs about 70 us a launch on the
-#: development host (a 1.6M-element Relu ran slower on two threads than on one, a
-#: 3.6M-tap depthwise Conv faster).
-PARALLEL_MIN_WORK = 1 << 18
-#: Lanes a vectorized loop is counted as doing at once (a 512-bit vector of float32).
-VECTOR_LANES = 16
+#: the calling thread. A launch on the native pool (hetero.plugins.llvm_cpu.runtime)
+#: costs about 1.5 us inside a part's program and 7 us called alone from Python
+#: (AMD EPYC, znver5); 32K vector iterations are some 20-30 us of work on one core,
+#: so from there a second thread pays. (Through Python's thread pool a launch cost
+#: about 70 us, and the threshold was 256K.)
+PARALLEL_MIN_WORK = 1 << 15
+#: Lanes a vectorized loop is counted as doing at once (a host vector of float32).
+VECTOR_LANES = TILE.vector
 #: Shorter innermost loops are left to LLVM: a vector would be mostly remainder.
 MIN_VECTOR_EXTENT = 4
 

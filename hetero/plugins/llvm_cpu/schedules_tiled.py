@@ -6,7 +6,9 @@ reduction runs (:meth:`~hetero.core.schedule.Schedule.tile_accumulator`); the
 operand that varies along the lanes is packed into panels ``lanes`` wide
 (:meth:`~hetero.core.schedule.Schedule.pack`), so each reduction step loads one
 contiguous row of vectors, broadcasts ``rows`` scalars of the other operand and
-issues ``rows * lanes / 16`` fused multiply-adds on AVX-512. Where the packed operand
+issues ``rows * lanes / vector`` fused multiply-adds. The tile's sizes come from the
+host's vector width, registers and FMA units (:func:`register_tile`), so one schedule
+fits AVX-512 (8 rows of 2x16 lanes), AVX2 (6 rows of 2x8) and NEON alike. Where the packed operand
 is a weight, the llvm_cpu backend packs it once at compile time
 (:mod:`~hetero.plugins.llvm_cpu.prepack`), so a one-row tile (batch-1 Gemm, a
 matrix-vector product) streams each weight once, straight from its panels.
@@ -29,25 +31,54 @@ from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import find_block, node_at
+from hetero.plugins.llvm_cpu.host import HostCpu, host
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 
-#: Lanes of the tile: two AVX-512 vectors of float32.
-LANES = 32
-#: Narrower lane loops do not fill a vector: the plain schedule serves them.
-MIN_LANES = 8
-#: Rows of the tile, best first: rows * 2 accumulators plus two loaded vectors and a
-#: broadcast stay within the 32 vector registers; a row count that divides the loop
-#: leaves no partial tile.
-ROW_CHOICES = (8, 7, 6, 5, 4)
-#: float32 lanes of one AVX-512 vector.
-VECTOR = 16
-#: Independent vector accumulators a tile holds at least, so that one reduction step
-#: issues that many FMA chains. A one-row tile (a matrix-vector product: batch-1 Gemm)
-#: widens its lanes to get them. More would need lanes past the codegen's widest
-#: vectorized loop (64), whose accumulators then live in memory, not registers.
-MIN_ACCUMULATORS = 4
+#: Vectors along the lanes of one tile row: two loads per reduction step feed each
+#: broadcast twice.
+VECTORS_PER_ROW = 2
+#: Most rows a tile has, whatever the registers allow: eight rows of two vectors already
+#: leave the FMA units, not the loads, the bound; more only lengthen the unrolled body.
+MAX_ROWS = 8
+#: Fewest rows worth a tile: fewer leave each loaded vector used too few times.
+MIN_ROWS = 4
+#: The codegen's widest vectorized loop (hetero.plugins.llvm_cpu.codegen): wider lane
+#: loops keep their accumulators in memory, not registers.
+MAX_VECTOR_LOOP = 64
 #: Data-parallel iterations per thread worth splitting across cores.
 CHUNKS_PER_THREAD = 4
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """The micro-kernel's register tile for one CPU, from its vector width, register
+    count and FMA units (:mod:`~hetero.plugins.llvm_cpu.host`)."""
+
+    vector: int  # float32 (or int32) lanes of one vector register
+    lanes: int  # lanes of a tile row
+    row_choices: tuple[int, ...]  # rows of the tile, best first
+    min_accumulators: int  # independent vector accumulators a tile holds at least
+    min_lanes: int  # narrower lane loops do not fill a vector: the plain schedule serves them
+
+
+def register_tile(cpu: HostCpu) -> RegisterTile:
+    """The tile for ``cpu``: rows x VECTORS_PER_ROW accumulators, the row's loaded vectors
+    and one broadcast all in registers (32 AVX-512 registers allow 8 rows, AVX2's 16
+    allow 6); a one-row tile (batch-1 Gemm) widens its lanes until it has enough
+    accumulators to keep every FMA unit busy (FMA latency x units), as far as the
+    codegen keeps them in registers."""
+    vector = cpu.lanes(4)
+    most = min(MAX_ROWS, (cpu.vector_registers - VECTORS_PER_ROW - 1) // VECTORS_PER_ROW)
+    rows = tuple(range(most, min(MIN_ROWS, most) - 1, -1))
+    return RegisterTile(vector=vector, lanes=VECTORS_PER_ROW * vector, row_choices=rows,
+                        min_accumulators=min(cpu.min_accumulators, MAX_VECTOR_LOOP // vector),
+                        min_lanes=max(vector // 2, 4))
+
+
+#: The host's tile, which the default schedules use.
+TILE = register_tile(host())
+#: float32 lanes of one host vector, and the fewest accumulators a host tile holds.
+VECTOR, MIN_ACCUMULATORS = TILE.vector, TILE.min_accumulators
 
 
 @dataclass(frozen=True)
@@ -60,7 +91,7 @@ class TilePlan:
     packed: tuple[tuple[str, int], ...]  # (buffer, axis) of each read the lanes index
 
 
-def plan_tile(func: PrimFunc, block_name: str) -> TilePlan | None:
+def plan_tile(func: PrimFunc, block_name: str, tile: RegisterTile = TILE) -> TilePlan | None:
     """The tile plan of ``block_name``, or None if it is not one sum of float or int32
     products over perfectly nested data-parallel loops, with a lane loop and a row loop.
 
@@ -78,7 +109,7 @@ def plan_tile(func: PrimFunc, block_name: str) -> TilePlan | None:
         return None
     reads = [e for e in exprs_of(update.value.b) if isinstance(e, Load)]
     for lane in reversed(spatial):
-        if lane.extent < MIN_LANES:
+        if lane.extent < tile.min_lanes:
             continue
         packed = _packable(reads, lane.var)
         if packed is None or not packed or len(packed) == len(reads):
@@ -103,26 +134,36 @@ def _packable(reads: list[Load], var: Var) -> list[tuple[str, int]] | None:
     return found
 
 
-def _rows(extent: int) -> int:
-    if extent <= ROW_CHOICES[0]:
+def _rows(extent: int, tile: RegisterTile) -> int:
+    """Rows of the tile for a row loop of ``extent``: all of it if it fits, else the most
+    rows that divide it (no partial tile), else the middle choice."""
+    choices = tile.row_choices
+    if extent <= choices[0]:
         return extent
-    return next((r for r in ROW_CHOICES if extent % r == 0), 6)
+    return next((r for r in choices if extent % r == 0), choices[len(choices) // 2])
 
 
-def _lanes(extent: int, rows: int) -> int:
+def _lanes(extent: int, rows: int, tile: RegisterTile) -> int:
     """The tile's lane count for a lane loop of ``extent`` and a tile of ``rows``."""
-    if extent < VECTOR:
+    vector = tile.vector
+    if extent < vector:
         return extent
-    lanes = LANES if rows * LANES >= MIN_ACCUMULATORS * VECTOR else VECTOR * -(-MIN_ACCUMULATORS // rows)
+    if rows * tile.lanes >= tile.min_accumulators * vector:
+        lanes = tile.lanes
+    else:
+        lanes = vector * -(-tile.min_accumulators // rows)
     return min(lanes, extent)
 
 
-def schedule_tiled(sch: Schedule, block_name: str, plan: TilePlan, threads: int) -> None:
-    """Apply the micro-kernel schedule of ``plan`` to ``block_name``."""
+def schedule_tiled(sch: Schedule, block_name: str, plan: TilePlan, threads: int,
+                   tile: RegisterTile = TILE) -> None:
+    """Apply the micro-kernel schedule of ``plan`` to ``block_name``, with ``tile``'s
+    register tile (the host's by default); the rows and lanes chosen are the trace's
+    split factors, which a tuner may vary."""
     block = BlockRef(block_name)
     ref = {f.var.name: LoopRef(block_name, f.var.name) for f in plan.spatial}
-    rows = _rows(plan.row.extent)
-    lanes = _lanes(plan.lane.extent, rows)
+    rows = _rows(plan.row.extent, tile)
+    lanes = _lanes(plan.lane.extent, rows, tile)
     row_outer, row_inner = sch.split(ref[plan.row.var.name], [None, rows])
     lane_outer, lane_inner = sch.split(ref[plan.lane.var.name], [None, lanes])
     outer: list[LoopRef] = []

@@ -25,15 +25,16 @@ from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.plugins.llvm_cpu.nests import reduction_nest
+from hetero.plugins.llvm_cpu.schedules_tiled import TILE
 
-#: Widest lane tile for rows that are split: one AVX-512 vector of float32 (rows
+#: Widest lane tile for rows that are split: one host vector of float32 (rows
 #: shorter than two vectors stay whole).
-MAX_LANES = 16
+MAX_LANES = TILE.vector
 #: Narrower rows leave most of a vector idle; the plain schedule serves them.
 MIN_LANES = 4
 #: Rows of the tile, best first: a row count that divides the row loop leaves no
-#: partial tile; at most 8 rows keep the accumulators within the vector registers.
-ROW_CHOICES = (8, 7, 6, 5, 4)
+#: partial tile; as many as the host's registers hold (the micro-kernel's choices).
+ROW_CHOICES = TILE.row_choices
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _contiguous(update: Stmt, lane: Var) -> bool:
 def _rows(extent: int) -> int:
     if extent <= ROW_CHOICES[0]:
         return extent
-    return next((r for r in ROW_CHOICES if extent % r == 0), 4)
+    return next((r for r in ROW_CHOICES if extent % r == 0), ROW_CHOICES[-1])
 
 
 def _lanes(extent: int) -> int | None:
