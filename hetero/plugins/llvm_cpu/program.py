@@ -27,6 +27,7 @@ import numpy as np
 
 from hetero.core.ir.opdef import index_problem
 from hetero.errors import InputError
+from hetero.plugins.llvm_cpu.kernel import chunks
 from hetero.plugins.llvm_cpu.runtime import NativePool
 
 #: Base index of absolute addresses (constants), the run's arena and its workspace region;
@@ -92,6 +93,8 @@ class Program:
         segments: list[Segment] = []
         pending: list[tuple[str, Check]] = []
         self.record_steps: list[tuple[str, int, int]] = []  # (step name, first record, end)
+        # What each kernel's last_launches says after a run, as after its own call.
+        self._launched: list[tuple[Any, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]] = []
         self.workspace_bytes = 0
         computed: set[str] = set()
         start = 0
@@ -113,9 +116,12 @@ class Program:
             offsets += places
             self.workspace_bytes = max(self.workspace_bytes, space)
             first = len(records)
-            for launch in step.kernel.launches(table_at * 8):
+            launched = []
+            for launch, (entry, _) in zip(step.kernel.launches(table_at * 8), step.kernel.module.entries):
                 records.append((launch.fn, launch.args, launch.extent, launch.chunks))
+                launched.append((entry.symbol, tuple(chunks(launch.extent, launch.chunks))))
             self.record_steps.append((step.name, first, len(records)))
+            self._launched.append((step.kernel, tuple(launched)))
             computed.update(step.outputs)
         segments.append(Segment(tuple(pending), start, len(records)))
         self.segments = tuple(segments)
@@ -155,6 +161,8 @@ class Program:
                 self.pool.program(records[segment.start:].ctypes.data, segment.stop - segment.start,
                                   ns[segment.start:].ctypes.data)
         profile = [(name, float(ns[a:b].sum()) * 1e-9) for name, a, b in self.record_steps]
+        for kernel, launched in self._launched:
+            kernel.last_launches = launched
         # The tables must outlive the call above; keep them alive until here.
         del table, records, workspace
         return env, profile
