@@ -25,6 +25,7 @@ from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
 from hetero.plugins.llvm_cpu.exprs import is_scalar_call
+from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
 from hetero.plugins.llvm_cpu.schedules_tiled import TILE, plan_tile, schedule_tiled
 from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
 
@@ -45,10 +46,11 @@ MIN_VECTOR_EXTENT = 4
 
 def default_schedule(func: PrimFunc, threads: int) -> Schedule:
     """``func`` scheduled for ``threads`` cores: the schedule's ``func`` is the result and
-    its ``trace`` the primitives that made it, which ``trace.apply(func)`` replays (and a
-    tuner varies)."""
-    sch = Schedule(func)
-    for name in block_names(func.body):
+    its ``trace`` the primitives that made it, which ``trace.apply(shift_windows(func))``
+    replays (and a tuner varies)."""
+    # Integer convolutions first read their shifted, padded input from a stage of its own.
+    sch = Schedule(shift_windows(func))
+    for name in block_names(sch.func.body):
         plan = plan_tile(sch.func, name)
         if plan is not None:
             schedule_tiled(sch, name, plan, threads)

@@ -18,6 +18,12 @@ import hetero
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.ir import GraphBuilder, Graph
 from hetero.core.ir.ops.qint import INTEGER_OPS
+from hetero.core.ir.tir import Select, walk
+from hetero.core.ir.tir.stmt import Block, Store
+from hetero.core.ir.tir.visit import exprs_of
+from hetero.core.lower import lower_node
+from hetero.plugins.llvm_cpu.schedules import default_schedule
+from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
 from models import light_model_path
 
 RNG = np.random.default_rng(16)
@@ -93,6 +99,37 @@ def test_qmatmul_is_bit_exact_with_its_reference(rows: int, k: int, n: int, a_ze
     a = _int8((rows, k))
     a.flat[::3] = 127 if a_zero < 0 else -128
     _assert_exact(_qmatmul(rows, k, n, a_zero), {"a": a})
+
+
+def _conv_block(func: object, name: str) -> Block:
+    return next(s for s in walk(func.body) if isinstance(s, Block) and s.name == name)
+
+
+def test_a_padded_qconv_reads_its_shifted_input_from_a_stage_of_its_own() -> None:
+    x_shape, w_shape, attrs = CONVS["3x3_padded"]
+    func = lower_node(_qconv(x_shape, w_shape, attrs, x_zero=-128, y_zero=0).nodes[0])
+    shifted = shift_windows(func)
+    block = _conv_block(shifted, "qconv")
+    # The window's bounds test moved out of the sum into the shifting stage.
+    assert any(isinstance(e, Select) for s in walk(_conv_block(func, "qconv")) for e in _exprs(s))
+    assert not any(isinstance(e, Select) for s in walk(block) for e in _exprs(s))
+    stage = _conv_block(shifted, "x_shifted_qconv")
+    assert stage.writes.shape == (1, 16, 12, 13) and stage.writes.dtype == np.int32
+    sch = default_schedule(func, 1)
+    assert sch.trace.apply(shift_windows(func)) == sch.func
+
+
+def test_an_unpadded_qconv_is_left_as_it_is() -> None:
+    x_shape, w_shape, attrs = CONVS["1x1"]
+    func = lower_node(_qconv(x_shape, w_shape, attrs, x_zero=5, y_zero=0).nodes[0])
+    assert shift_windows(func) == func
+
+
+def _exprs(stmt: object) -> list[object]:
+    """Every expression a store computes (its indices and its value)."""
+    if not isinstance(stmt, Store):
+        return []
+    return [e for root in (*stmt.indices, stmt.value) for e in exprs_of(root)]
 
 
 def _quantised(name: str) -> tuple[Graph, list[dict[str, np.ndarray]], dict[str, np.ndarray]]:
