@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 import json
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,9 @@ def add_parsers(subs: Any) -> None:
     comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
                       help="with --dump, also write each kernel's object file and assembly for this "
                            "target (e.g. aarch64-unknown-linux-gnu:cortex-a76)")
+    comp.add_argument("--timings", action="store_true",
+                      help="print where the time went: each phase of the import, the core and every "
+                           "backend, with its seconds and share")
     comp.set_defaults(func=cmd_compile)
 
     part = subs.add_parser(
@@ -127,6 +131,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     import time
 
     import hetero
+    from hetero.core import timing
     from hetero.core.frontend.light import resolve_model
     from hetero.core.plugin.capabilities import CountsKernels
 
@@ -134,14 +139,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
     output = args.output or f"{Path(resolve_model(args.model)).stem}.hetero"
     check_writable(output, "-o/--output")
-    start = time.perf_counter()
-    options = {**backend_options(args), **({"aot": args.aot} if args.aot else {})}
-    graph = load_graph(args)
-    exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
-                         strict=args.strict, **placement(args), **quantize_options(args, graph), **options)
-    seconds = time.perf_counter() - start
-    with stage("save"):
-        exe.save(output)
+    with timing.recording() if args.timings else nullcontext() as times:
+        start = time.perf_counter()
+        options = {**backend_options(args), **({"aot": args.aot} if args.aot else {})}
+        graph = load_graph(args)
+        exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
+                             strict=args.strict, **placement(args), **quantize_options(args, graph), **options)
+        seconds = time.perf_counter() - start
+        with stage("save"):
+            exe.save(output)
     kernels = sum(p.part.kernel_count for p in exe.placements if isinstance(p.part, CountsKernels))
     if exe.partition_report:
         print(exe.partition_report + "\n")
@@ -149,6 +155,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"fallback  {fallback}")
     print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels")
     print(f"saved     {output}" + (f"\ndumped    every stage under {args.dump}" if args.dump else ""))
+    if times is not None:
+        print(f"\ntimings (import, compile and save):\n{times.table()}")
     return 0
 
 

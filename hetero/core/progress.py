@@ -10,7 +10,8 @@ one context-variable read and does nothing.
 ...     graph = optimize(graph)
 
 The reporter is context-local (a :class:`contextvars.ContextVar`), so threads and
-tasks that did not install one stay silent.
+tasks that did not install one stay silent. A :func:`stage` is also a phase of
+:mod:`hetero.core.timing`, so ``--timings`` reports it without a second wrapper.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
+
+from hetero.core import timing
 
 
 class Reporter(Protocol):
@@ -51,10 +54,12 @@ def end(stage: str) -> None:
 
 @contextmanager
 def stage(name: str, label: str = "") -> Iterator[None]:
-    """A stage without counted items: announced on entry, ended on exit."""
+    """A stage without counted items: announced on entry, ended on exit, and timed as the
+    core's phase ``name``."""
     step(name, 0, 0, label)
     try:
-        yield
+        with timing.phase(name):
+            yield
     finally:
         end(name)
 
