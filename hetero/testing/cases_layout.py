@@ -36,8 +36,10 @@ def _to_blocked(op: str, d: Draw, dtype: np.dtype) -> Spec:
 
 @generates(("LayoutFromBlocked",), ALL)
 def _from_blocked(op: str, d: Draw, dtype: np.dtype) -> Spec:
-    shape = (d.integer(1, 2), d.integer(1, 3)) + (d.integer(1, 3),) * d.integer(1, 2) + (d.pick((1, 2, 4)),)
-    return Spec((Operand("x", values(d, shape, dtype)),), {}, EXACT)
+    block = d.pick((1, 2, 4))
+    shape = (d.integer(1, 2), d.integer(1, 3)) + (d.integer(1, 3),) * d.integer(1, 2) + (block,)
+    channels = shape[1] * block - d.integer(0, block - 1)
+    return Spec((Operand("x", values(d, shape, dtype)),), {"channels": channels}, EXACT)
 
 
 @generates(("ConvBlocked",), FLOATS)

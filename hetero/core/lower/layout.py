@@ -38,7 +38,7 @@ def lower_to_blocked(inputs: list[Tensor | None], attrs: dict[str, Any], out_typ
 @lowers("LayoutFromBlocked")
 def lower_from_blocked(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
                        names: list[str]) -> list[Tensor]:
-    """Y[n, c, d...] = X[n, c // b, d..., c % b]."""
+    """Y[n, c, d...] = X[n, c // b, d..., c % b] for the ``channels`` first c."""
     x = inputs[0]
     assert x is not None
     block = x.shape[-1]

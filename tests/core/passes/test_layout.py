@@ -274,3 +274,34 @@ def test_blocked_lowerings_of_the_conversions_and_a_pool_match_numpy() -> None:
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
     want = np.max([padded[:, :, i:i + 5:2, j:j + 5:2] for i in range(3) for j in range(3)], axis=0)
     np.testing.assert_array_equal(got[back.name], want)
+
+
+def test_pass_pads_a_wide_head_with_zero_channels_and_drops_them_on_the_way_back() -> None:
+    rng = np.random.default_rng(8)
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 32, 5, 5))
+    wide = gb.Relu(gb.Conv(x, gb.constant(rng.standard_normal((100, 32, 1, 1)).astype(np.float32)),
+                           gb.constant(rng.standard_normal(100).astype(np.float32)), name="wide"), name="relu")
+    pooled = gb.MaxPool(wide, kernel_shape=(2, 2), name="pool")
+    after = gb.Conv(pooled, gb.constant(rng.standard_normal((32, 100, 3, 3)).astype(np.float32)), name="after")
+    gb.output(after, wide)
+    graph = gb.build()
+    blocked = block_layout(graph, BLOCK)
+    # 100 channels fill 7 blocks with 12 zero channels (a tenth of 112): the Conv reading
+    # them has zero weights for those; each output drops the padding once.
+    assert blocked.node("wide").inputs[1].shape == (7, 2, 1, 1, BLOCK, BLOCK)
+    after_blocked = blocked.node(f"after_nchw{BLOCK}c")  # "after" names the output's conversion
+    assert after_blocked.op == "ConvBlocked"
+    assert after_blocked.inputs[1].shape == (2, 7, 3, 3, BLOCK, BLOCK)
+    backs = {n.output.name: n.attrs["channels"] for n in blocked.nodes if n.op == "LayoutFromBlocked"}
+    assert backs == {"relu": 100, "after": 0}
+    assert _conversion_problems(blocked) == []
+    feeds = {"x": rng.standard_normal((1, 32, 5, 5)).astype(np.float32)}
+    want, got = run_reference(graph, feeds), run_reference(blocked, feeds)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], num_threads=1)
+    ran = exe.run(feeds)
+    for v in graph.outputs:
+        # float32 sums of up to 900 products: within 1e-5 of the output's largest magnitude.
+        scale = float(np.abs(want[v.name]).max())
+        np.testing.assert_allclose(got[v.name], want[v.name], rtol=0, atol=1e-6 * scale)
+        np.testing.assert_allclose(ran[v.name], want[v.name], rtol=0, atol=1e-5 * scale)

@@ -78,7 +78,16 @@ def _from_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType
     x = ins[0]
     if x.rank < 4:
         raise ShapeError(f"LayoutFromBlocked input must be (N, C / b, D1, ..., b), got {x}")
-    return [TensorType((x.shape[0], x.shape[1] * x.shape[-1]) + x.shape[2:-1], x.dtype)]
+    held, channels = x.shape[1] * x.shape[-1], attrs["channels"] or x.shape[1] * x.shape[-1]
+    if not held - x.shape[-1] < channels <= held:
+        raise ShapeError(f"LayoutFromBlocked: {x} holds {held} channels in blocks of {x.shape[-1]}; "
+                         f"channels={channels} must drop less than one block of padding")
+    return [TensorType((x.shape[0], channels) + x.shape[2:-1], x.dtype)]
+
+
+def _from_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    y = from_blocked(ins[0])
+    return [np.ascontiguousarray(y[:, :attrs["channels"] or y.shape[1]])]
 
 
 register(OpDef(
@@ -90,9 +99,12 @@ register(OpDef(
 ))
 
 register(OpDef(
-    "LayoutFromBlocked", ("X",), ("Y",), _from_infer, lambda ins, attrs: [from_blocked(ins[0])],
+    "LayoutFromBlocked", ("X",), ("Y",), _from_infer, _from_reference,
+    attrs={"channels": Attr("int", 0, "channels of Y: the first ones, the rest the zero padding of "
+                                      "the last block (0: all)")},
     flops=no_flops,
-    doc="X (N, C/b, D..., b) in the blocked-channel layout back as Y (N, C, D...)",
+    doc="X (N, C/b, D..., b) in the blocked-channel layout back as Y (N, C, D...), less the last "
+        "block's padding",
 ))
 
 
