@@ -8,24 +8,27 @@ and JIT-compiles it; the kernels make an :class:`~hetero.plugins.llvm_cpu.part.L
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 import os
 from pathlib import Path
 from typing import Any
 
-from hetero.core import progress
+from hetero.core import progress, timing
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
+from hetero.core.ir.tir import PrimFunc
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.lower import is_lowerable, lower_group, lower_node
-from hetero.core.lower.steps import VIEW_OPS, kernel_steps
+from hetero.core.lower.steps import VIEW_OPS, KernelStep, kernel_steps
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.passes.layout import block_layout
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
+from hetero.core.schedule import Trace
 from hetero.plugins.llvm_cpu.host import host
+from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
@@ -107,42 +110,75 @@ class LlvmCpuBackend(Backend):
     def compile(self, subgraph: Graph, target: Target) -> LlvmCpuPart:
         threads = int(target.options["num_threads"] or os.cpu_count() or 1)
         dump = target.dump_dir
-        graph = fuse_epilogues(ungroup_convs(subgraph))
-        if target.options["layout"] != "nchw":
-            graph = block_layout(graph, host().lanes(4))
-        steps: list[Step] = []
+        with timing.phase("graph passes", OWNER):
+            graph = fuse_epilogues(ungroup_convs(subgraph))
+            if target.options["layout"] != "nchw":
+                graph = block_layout(graph, host().lanes(4))
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
         plan = kernel_steps(graph, VIEW_OPS)
+        # Every kernel's function first, then LLVM's work on all of them at once (on the
+        # host's cores), then the kernels, each a cache hit.
+        made: list[_KernelFunction | None] = []
         for index, step in enumerate(plan):
-            members, node = list(step.members), step.node
-            progress.step("kernel", index + 1, len(plan), node.name)
-            if step.view is not None:
+            progress.step("kernel", index + 1, len(plan), step.node.name)
+            made.append(None if step.view is not None else _kernel_function(step, threads, packer))
+        progress.end("kernel")
+        progress.step("LLVM", 0, 0, f"{sum(m is not None for m in made)} kernels")
+        compile_all((m.canonical for m in made if m is not None), compile_workers(host().cores))
+        progress.end("LLVM")
+        steps: list[Step] = []
+        for step, kf in zip(plan, made):
+            if kf is None:
                 # A fresh array of ours that no caller holds: viewing it is safe and free.
                 steps.append(Step(step.label, None, step.inputs, step.outputs, step.names, view=step.view))
                 continue
-            func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
-            # Stages that only reorder weights (packing) run here, once, not on every call.
-            schedule = default_schedule(func, threads)
-            scheduled, inputs = packer.apply(schedule.func, step.inputs, node.name)
-            # Canonical names make equal kernels (same op, shapes, attributes) one compile.
-            kernel = compile_kernel(canonical_names(scheduled), threads, schedule.trace)
+            kernel = compile_kernel(kf.canonical, threads, kf.trace)
             if dump is not None:
-                _dump(dump, func.name, kernel, scheduled, target.options["aot"])
-            steps.append(Step(step.label, kernel, inputs, step.outputs, step.names,
-                              tuple(c for n in members for c in index_checks(n))))
-        progress.end("kernel")
+                _dump(dump, kf.name, kernel, kf.scheduled, target.options["aot"])
+            steps.append(Step(step.label, kernel, kf.inputs, step.outputs, step.names,
+                              tuple(c for n in step.members for c in index_checks(n))))
         used = {n for s in steps for n in s.inputs}
         constants = {name: data for name, data in packer.constants.items() if name in used}
         aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
         for v in graph.outputs:
             if v.data is not None:
                 constants[v.name] = v.data
-        return LlvmCpuPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs),
-                           steps, constants, aliases)
+        with timing.phase("plan arena", OWNER):
+            return LlvmCpuPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs),
+                               steps, constants, aliases)
 
     def load_artifact(self, artifact: bytes) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
+
+
+@dataclass(frozen=True)
+class _KernelFunction:
+    """One step's kernel before LLVM: its lowered function's name, the function scheduled
+    (weights packed) and with canonical names (what compiles), its schedule's trace, and
+    the values its parameters read."""
+
+    name: str
+    scheduled: PrimFunc
+    canonical: PrimFunc
+    trace: Trace
+    inputs: tuple[str, ...]
+
+
+def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker) -> _KernelFunction:
+    """``step`` lowered, scheduled, its weight packing done and its names made canonical."""
+    members, node = list(step.members), step.node
+    with timing.phase("lower", OWNER):
+        func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+    with timing.phase("schedule", OWNER):
+        schedule = default_schedule(func, threads)
+    # Stages that only reorder weights (packing) run here, once, not on every call.
+    with timing.phase("pack constants", OWNER):
+        scheduled, inputs = packer.apply(schedule.func, step.inputs, node.name)
+    # Canonical names make equal kernels (same op, shapes, attributes) one compile.
+    with timing.phase("canonical names", OWNER):
+        canonical = canonical_names(scheduled)
+    return _KernelFunction(func.name, scheduled, canonical, schedule.trace, inputs)
 
 
 def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any, aot: str | None) -> None:

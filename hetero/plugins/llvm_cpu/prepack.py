@@ -6,7 +6,8 @@ A schedule may add stages that copy an operand into a faster layout (the panels 
 such stage out of the kernel, compiles it alone, runs it once on the constant, and
 makes its result a parameter of the kernel, bound to a new constant. The kernel then
 reads the packed weight directly, and a raw weight that no kernel reads any more is
-neither kept nor saved.
+neither kept nor saved. The stage is compiled as :data:`~hetero.plugins.llvm_cpu.jit.RUNS_ONCE`
+code: fast to build rather than fast to run, since it runs only this once.
 
 Before (weight ``W`` a constant)::
 
@@ -33,6 +34,7 @@ from hetero.core.ir.tir.expr import Load
 from hetero.core.ir.tir.stmt import Allocate, Block, IfThenElse, PrimFunc, Seq, Stmt, Store, seq, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule.tree import unique_name
+from hetero.plugins.llvm_cpu.jit import RUNS_ONCE
 from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 
@@ -127,7 +129,7 @@ class ConstantPacker:
     def _evaluate(self, item: _Hoisted, names: Mapping[Buffer, str], label: str) -> str:
         """Run ``item``'s stage once on the constants it reads; the new constant's name."""
         sources = tuple(sorted(buffers_read(item.block), key=lambda b: b.name))
-        stage = PrimFunc(item.block.name, sources + (item.buffer,), item.block)
+        stage = PrimFunc(item.block.name, sources + (item.buffer,), item.block, ((RUNS_ONCE, True),))
         schedule = default_schedule(stage, self.threads)
         canonical = canonical_names(schedule.func)
         key = (canonical.name, tuple(names[b] for b in sources))
