@@ -25,6 +25,7 @@ from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
 from hetero.errors import ScheduleError
 from hetero.plugins.llvm_cpu.exprs import is_scalar_call
+from hetero.plugins.llvm_cpu.schedules_blocked import plan_blocked, schedule_blocked
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
 from hetero.plugins.llvm_cpu.schedules_tiled import TILE, plan_tile, schedule_tiled
 from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_window
@@ -51,6 +52,10 @@ def default_schedule(func: PrimFunc, threads: int) -> Schedule:
     # Integer convolutions first read their shifted, padded input from a stage of its own.
     sch = Schedule(shift_windows(func))
     for name in block_names(sch.func.body):
+        blocked = plan_blocked(sch.func, name)
+        if blocked is not None:
+            schedule_blocked(sch, name, blocked, threads)
+            continue
         plan = plan_tile(sch.func, name)
         if plan is not None:
             schedule_tiled(sch, name, plan, threads)
