@@ -134,6 +134,9 @@ class Executable:
     _stats: dict[str, _Stats] = field(default_factory=dict, repr=False)
     _interface_graph: Graph | None = field(default=None, repr=False, compare=False)
     _interface_of: Interface | None = field(default=None, repr=False, compare=False)
+    # Per part (by identity): its device and whether it profiles itself. Protocol
+    # isinstance checks cost some 10 us each, too much to repeat on every run.
+    _traits: dict[int, tuple[Any, Device, bool]] = field(default_factory=dict, repr=False, compare=False)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run on ``inputs`` (name → array) and return the outputs by name.
@@ -154,7 +157,7 @@ class Executable:
         several = len(self.placements) > 1
         for placement in self.placements:
             part = placement.part
-            device = device_of(part)
+            device, profiles = self._part_traits(part)
             space = spaces.setdefault(device.name, {})
             for step in placement.transfers_in:
                 self._move(step, made_on, spaces, device)
@@ -173,7 +176,7 @@ class Executable:
                 self._move(step, made_on, spaces, HOST)
             # Kernel names are unique within a part, not across parts: prefix the region.
             prefix = f"{placement.region} " if several else ""
-            profile = part.last_profile if isinstance(part, Profiles) else None
+            profile = part.last_profile if profiles else None
             for kernel, seconds in (profile or [(f"{placement.backend}:part", elapsed)]):
                 self._count(prefix + kernel, seconds)
         outputs = {}
@@ -197,8 +200,17 @@ class Executable:
         into[step.value] = transfer(spaces[src.name][step.value], src, dst)
         self._count(step.label, time.perf_counter() - start)
 
+    def _part_traits(self, part: Any) -> tuple[Device, bool]:
+        """``part``'s device and whether it keeps its own profile, worked out once."""
+        known = self._traits.get(id(part))
+        if known is None or known[0] is not part:
+            known = self._traits[id(part)] = (part, device_of(part), isinstance(part, Profiles))
+        return known[1], known[2]
+
     def _count(self, entry: str, seconds: float) -> None:
-        stats = self._stats.setdefault(entry, _Stats())
+        stats = self._stats.get(entry)
+        if stats is None:
+            stats = self._stats[entry] = _Stats()
         stats.calls += 1
         stats.seconds += seconds
 
