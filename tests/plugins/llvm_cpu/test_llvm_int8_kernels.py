@@ -119,9 +119,18 @@ def test_a_padded_qconv_reads_its_shifted_input_from_a_stage_of_its_own() -> Non
     assert sch.trace.apply(shift_windows(func)) == sch.func
 
 
-def test_an_unpadded_qconv_is_left_as_it_is() -> None:
+def test_an_unpadded_qconv_reads_an_unpadded_shifted_stage() -> None:
     x_shape, w_shape, attrs = CONVS["1x1"]
-    func = lower_node(_qconv(x_shape, w_shape, attrs, x_zero=5, y_zero=0).nodes[0])
+    stage = _conv_block(shift_windows(lower_node(_qconv(x_shape, w_shape, attrs, 5, 0).nodes[0])),
+                        "x_shifted_qconv")
+    assert stage.writes.shape == x_shape
+
+
+def test_a_float_conv_is_left_as_it_is() -> None:
+    b = GraphBuilder("conv")
+    b.output(b.Conv(b.input("x", (1, 8, 6, 6)), RNG.standard_normal((8, 8, 3, 3)).astype(np.float32),
+                    pads=(1, 1, 1, 1)))
+    func = lower_node(b.build().nodes[0])
     assert shift_windows(func) == func
 
 
