@@ -22,10 +22,11 @@ What is blocked, and what is not:
   3-channel stem), a depthwise one, or a grouped one whose groups hold whole blocks of
   input and output channels. An ordinary Conv whose output channels the block does not
   divide has its last block padded with zero channels (zero weights and bias) where
-  that adds at most :data:`MAX_PADDING` of work (SqueezeNet's 1000-class head); the
+  that adds at most :data:`MAX_PADDING` of work (SqueezeNet's 1000-class head,
+  ShuffleNet's 24-channel stem, Inception's 24-channel reductions); the
   padding flows only through :data:`PADDED_READERS` and Convs (whose weights for it are
   zero) and is dropped by the conversion back. Others stay in NCHW (ShuffleNet's narrow
-  groups, Inception's 24-channel reductions), where padding would be much of the work.
+  groups), where padding would be much of the work.
 * MaxPool (without indices), AveragePool and LpPool: the same pool over one more
   spatial axis, the block, with kernel 1.
 * elementwise ops (:data:`UNARY`, :data:`BINARY`) whose every non-constant operand is
@@ -44,6 +45,8 @@ fusion; any other group is dissolved (its nodes then run one kernel each).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hetero.core.ir.graph import Graph, Node, Value
@@ -60,9 +63,16 @@ BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"})
 #: Pools that become the same pool over the block as one more spatial axis.
 POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
 #: Most zero channels a Conv's output may be padded with to fill its last block, as a
-#: share of the padded count: SqueezeNet's 1000-class head pads 8 of 1008 (and gains
-#: a 2.5x faster kernel); a 24-channel Conv would compute a quarter of zeros.
-MAX_PADDING = 1 / 8
+#: share of the padded count. A quarter takes ShuffleNet's 24-channel stem (3 -> 24 at
+#: 224x224, stride 2: 1.67 ms in NCHW, whose tile fills 24 of 32 lanes with a scatter
+#: for every store) and SqueezeNet's 1000-class head (8 of 1008); a 10-channel Conv
+#: would compute more zeros than channels.
+MAX_PADDING = 1 / 4
+#: Fewest multiply-adds per output element for which a Conv is worth converting an NCHW
+#: input to blocks for: a conversion is one pass over memory, which a depthwise 3x3 (9)
+#: does not repay alone; ShuffleNet's depthwise Convs, each between two NCHW channel
+#: shuffles, ran slower blocked with their two conversions than in NCHW.
+MIN_CONVERTED_MACS = 32
 #: Ops that may read a padded value and give one: each keeps its zero (or at least
 #: finite) padding finite, which the zero weights of a reader's padded inputs cancel.
 PADDED_READERS = UNARY | POOLS
@@ -91,7 +101,7 @@ class _Relayout:
         for v in self.old.inputs:
             self.plain[id(v)] = self.new.add_input(v.name, v.shape, v.dtype)
         for node in self.old.nodes:
-            if node.op == "Conv" and _conv_blockable(node, self.block, id(node.inputs[0]) in self.padded):
+            if node.op == "Conv" and self._conv_pays(node):
                 self._conv(node)
             elif self._stays_blocked(node):
                 self._blocked_node(node)
@@ -238,6 +248,15 @@ class _Relayout:
         new = self.new.add_node(op, inputs, attrs, name=name, output_names=[self._blocked_name(node.output)])
         new.group = node.group
         self.blocked[id(node.output)] = new.output
+
+    def _conv_pays(self, node: Node) -> bool:
+        """Whether Conv ``node`` has a blocked form that pays for the conversion it needs."""
+        x = node.inputs[0]
+        if not _conv_blockable(node, self.block, id(x) in self.padded):
+            return False
+        needs_conversion = id(x) not in self.blocked and x.shape[1] % self.block == 0
+        w = node.inputs[1].shape
+        return not needs_conversion or w[1] * math.prod(w[2:]) >= MIN_CONVERTED_MACS
 
     def _by_single_channels(self, v: Value) -> Value:
         """``v`` (N, C, D...) viewed as blocks of one channel (N, C, D..., 1): a free reshape."""
