@@ -134,6 +134,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from hetero.core import timing
     from hetero.core.frontend.light import resolve_model
     from hetero.core.plugin.capabilities import CountsKernels
+    from hetero.core.plugin.manager import load_plugins
 
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
@@ -142,6 +143,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     with timing.recording() if args.timings else nullcontext() as times:
         start = time.perf_counter()
         options = {**backend_options(args), **({"aot": args.aot} if args.aot else {})}
+        # Discovered once per process: done here, it is a phase of its own (importing
+        # every backend's package) rather than part of the compile's first step.
+        with timing.phase("discover plugins"):
+            load_plugins()
         graph = load_graph(args)
         exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
                              strict=args.strict, **placement(args), **quantize_options(args, graph), **options)

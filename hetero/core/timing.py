@@ -87,6 +87,10 @@ def phase(name: str, owner: str = CORE) -> Iterator[None]:
     if times is None:
         yield
         return
+    key = (owner, name)
+    # Held from the start, so that a table lists phases in the order they began.
+    times.seconds.setdefault(key, 0.0)
+    times.counts.setdefault(key, 0)
     times._open.append(0.0)
     start = time.perf_counter()
     try:

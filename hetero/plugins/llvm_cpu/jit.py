@@ -48,7 +48,7 @@ RUNS_ONCE = "llvm_cpu.runs_once"
 #: weights takes some milliseconds, a kernel's O3 some tens).
 MIN_PARALLEL = 4
 #: The environment variable that sets how many processes compile kernels (default:
-#: the host's cores; 1 compiles in this process).
+#: the host's idle cores, :func:`compile_workers`; 1 compiles in this process).
 JOBS_ENV = "HETERO_COMPILE_JOBS"
 #: The owner of llvm_cpu's phases in :mod:`hetero.core.timing`.
 OWNER = "llvm_cpu"
@@ -120,10 +120,20 @@ def _load_libm() -> None:
 
 def compile_workers(cores: int) -> int:
     """How many processes compile kernels on a host of ``cores``: ``$HETERO_COMPILE_JOBS``
-    when set, else ``cores``."""
+    when set, else the cores that other work leaves idle (``cores`` less the one-minute
+    load average, rounded; at least 1).
+
+    On a busy host a second process only takes turns with the first: ResNet-50 on 2
+    cores under a load of 3.5 compiled in 5.98 s serially and 7.07 s on 2 processes
+    (medians of 3 fresh processes, AMD EPYC znver5).
+    """
     text = os.environ.get(JOBS_ENV, "").strip()
     if not text:
-        return cores
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
+        return max(1, min(cores, round(cores - busy)))
     try:
         jobs = int(text)
     except ValueError:
