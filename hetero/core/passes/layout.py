@@ -96,6 +96,7 @@ class _Relayout:
         self.converted: set[int] = set()  # new nodes the pass added: the layout conversions
         self.output_names = {v.name for v in graph.outputs}
         self.padded: dict[int, int] = {}  # blocked values with padding: their true channel count
+        self.affine_groups: set[str] = set()  # the fused Mul and Add of each BatchNormalization
 
     def run(self) -> Graph:
         for v in self.old.inputs:
@@ -108,6 +109,7 @@ class _Relayout:
             else:
                 self._plain_node(node)
         self.new.set_outputs([self._as_plain(v) for v in self.old.outputs])
+        _extend_groups(self.new, self.affine_groups)
         _keep_whole_groups(self.new, self.converted)
         return self.new
 
@@ -198,6 +200,10 @@ class _Relayout:
         scaled = self.new.add_node("Mul", [self.blocked[id(x)], f], name=f"{node.name}_scale",
                                    output_names=[self.new.unique_name(f"{node.name}_scaled")])
         self._add_blocked(node, "Add", [scaled.output, t], {})
+        # One kernel, as the BatchNormalization was: the Mul and Add fuse, with the
+        # unary op after them where one follows (DenseNet's Relu), see _extend_groups.
+        scaled.group = self.new.nodes[-1].group = scaled.name
+        self.affine_groups.add(scaled.name)
 
     def _operand(self, node: Node, v: Value | None) -> Value | None:
         """Operand ``v`` of blocked ``node``: an activation's blocked form; a binary op's
@@ -293,6 +299,19 @@ def _broadcasts_per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> boo
         return False
     full = (1,) * (len(out) - len(shape)) + tuple(shape)
     return all(s in (1, o) for s, o in zip(full, out))
+
+
+def _extend_groups(graph: Graph, names: set[str]) -> None:
+    """Let each group in ``names`` take the unary op right after it where that op is its
+    tail's one user, as fusion would have."""
+    outputs = {id(v) for v in graph.outputs}
+    for tail, after in zip(graph.nodes, graph.nodes[1:]):
+        if tail.group not in names or after.group is not None or after.op not in UNARY:
+            continue
+        value = tail.outputs[0]
+        if after.inputs[0] is value and len(value.users) == 1 and id(value) not in outputs \
+                and all(v is value or v is None or v.data is not None for v in after.inputs):
+            after.group = tail.group
 
 
 def _keep_whole_groups(graph: Graph, converted: set[int]) -> None:

@@ -321,3 +321,24 @@ def test_pass_converts_an_nchw_input_only_for_a_conv_that_repays_it() -> None:
     assert blocked.node("depthwise").op == "Conv"
     assert blocked.node(f"pointwise_nchw{BLOCK}c").op == "ConvBlocked"
     assert _conversion_problems(blocked) == []
+
+
+def test_pass_turns_a_blocked_batch_norm_into_one_fused_mul_add_with_its_relu() -> None:
+    rng = np.random.default_rng(10)
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 32, 6, 6))
+    conv = gb.Conv(x, gb.constant(rng.standard_normal((32, 32, 1, 1)).astype(np.float32)), name="conv")
+    params = [gb.constant(a.astype(np.float32)) for a in (rng.uniform(0.5, 2, 32), rng.standard_normal(32),
+                                                          rng.standard_normal(32), rng.uniform(0.5, 2, 32))]
+    relu = gb.Relu(gb.BatchNormalization(conv, *params, name="bn"), name="relu")
+    gb.output(relu)
+    graph = gb.build()
+    blocked = block_layout(graph, BLOCK)
+    assert "BatchNormalization" not in blocked.op_histogram()
+    assert {name: [n.op for n in members] for name, members in groups(blocked).items()} == {
+        "bn_scale": ["Mul", "Add", "Relu"]}
+    feeds = {"x": rng.standard_normal((1, 32, 6, 6)).astype(np.float32)}
+    want = run_reference(graph, feeds)["relu"]
+    np.testing.assert_allclose(run_reference(blocked, feeds)["relu"], want, rtol=1e-5, atol=1e-5)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1)
+    np.testing.assert_allclose(exe.run(feeds)["relu"], want, rtol=1e-5, atol=1e-4)
