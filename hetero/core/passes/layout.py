@@ -45,8 +45,6 @@ fusion; any other group is dissolved (its nodes then run one kernel each).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from hetero.core.ir.graph import Graph, Node, Value
@@ -68,11 +66,6 @@ POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
 #: for every store) and SqueezeNet's 1000-class head (8 of 1008); a 10-channel Conv
 #: would compute more zeros than channels.
 MAX_PADDING = 1 / 4
-#: Fewest multiply-adds per output element for which a Conv is worth converting an NCHW
-#: input to blocks for: a conversion is one pass over memory, which a depthwise 3x3 (9)
-#: does not repay alone; ShuffleNet's depthwise Convs, each between two NCHW channel
-#: shuffles, ran slower blocked with their two conversions than in NCHW.
-MIN_CONVERTED_MACS = 32
 #: Ops that may read a padded value and give one: each keeps its zero (or at least
 #: finite) padding finite, which the zero weights of a reader's padded inputs cancel.
 PADDED_READERS = UNARY | POOLS
@@ -102,7 +95,7 @@ class _Relayout:
         for v in self.old.inputs:
             self.plain[id(v)] = self.new.add_input(v.name, v.shape, v.dtype)
         for node in self.old.nodes:
-            if node.op == "Conv" and self._conv_pays(node):
+            if node.op == "Conv" and _conv_blockable(node, self.block, id(node.inputs[0]) in self.padded):
                 self._conv(node)
             elif self._stays_blocked(node):
                 self._blocked_node(node)
@@ -254,15 +247,6 @@ class _Relayout:
         new = self.new.add_node(op, inputs, attrs, name=name, output_names=[self._blocked_name(node.output)])
         new.group = node.group
         self.blocked[id(node.output)] = new.output
-
-    def _conv_pays(self, node: Node) -> bool:
-        """Whether Conv ``node`` has a blocked form that pays for the conversion it needs."""
-        x = node.inputs[0]
-        if not _conv_blockable(node, self.block, id(x) in self.padded):
-            return False
-        needs_conversion = id(x) not in self.blocked and x.shape[1] % self.block == 0
-        w = node.inputs[1].shape
-        return not needs_conversion or w[1] * math.prod(w[2:]) >= MIN_CONVERTED_MACS
 
     def _by_single_channels(self, v: Value) -> Value:
         """``v`` (N, C, D...) viewed as blocks of one channel (N, C, D..., 1): a free reshape."""

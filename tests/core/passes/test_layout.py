@@ -307,22 +307,6 @@ def test_pass_pads_a_wide_head_with_zero_channels_and_drops_them_on_the_way_back
         np.testing.assert_allclose(ran[v.name], want[v.name], rtol=0, atol=1e-5 * scale)
 
 
-def test_pass_converts_an_nchw_input_only_for_a_conv_that_repays_it() -> None:
-    rng = np.random.default_rng(9)
-    gb = GraphBuilder()
-    x = gb.input("x", (1, 32, 8, 8))
-    # A depthwise 3x3 does 9 multiply-adds an output: not worth a conversion of its input.
-    d = gb.Conv(x, gb.constant(rng.standard_normal((32, 1, 3, 3)).astype(np.float32)), pads=(1,) * 4,
-                group=32, name="depthwise")
-    # A 1x1 over 32 channels does 32: it is.
-    p = gb.Conv(d, gb.constant(rng.standard_normal((32, 32, 1, 1)).astype(np.float32)), name="pointwise")
-    gb.output(p)
-    blocked = block_layout(gb.build(), BLOCK)
-    assert blocked.node("depthwise").op == "Conv"
-    assert blocked.node(f"pointwise_nchw{BLOCK}c").op == "ConvBlocked"
-    assert _conversion_problems(blocked) == []
-
-
 def test_pass_turns_a_blocked_batch_norm_into_one_fused_mul_add_with_its_relu() -> None:
     rng = np.random.default_rng(10)
     gb = GraphBuilder()
