@@ -10,22 +10,32 @@ about ten scalar instructions beside each row's two vector multiply-adds, which 
 where the kernel's time went.
 
 :func:`shift_windows` computes that operand once per call instead, as the reference
-does: a stage before the convolution writes ``x - x_zero`` widened to the sum's type,
-into a buffer padded with 0 on every side a window reaches past the input, and the
-convolution reads it at the unclamped position. The products then broadcast a plain
-load, which the tile issues as one ``vpbroadcastd`` from memory. The values are the
-same integers (padding contributes 0 both ways), so results stay bit-exact; the extra
-pass over the input costs one multiply-add per input element against the C_out ·
-taps of the convolution. Measured on the development host (AMD EPYC, znver5, one
-thread), a 3x3 QConv from 64 to 128 channels at 14x14 runs 2.9x faster for it; a 1x1
-convolution, which has no bounds to test, 1.2x (256 to 1024 channels at 14x14) to
-1.3x (64 to 256 at 56x56); SqueezeNet quantised 15.1 ms to 7.4 ms.
+does, in a stage before the convolution, padded on every side a window reaches past the
+input, and the convolution reads it at the unclamped position: the products then
+broadcast a plain load. Where the sum is int32 and the other factor a weight (QConv,
+QMatMul), the stage holds ``x + 128`` as an unsigned byte (``128 + x_zero`` in the
+padding, which is what ``x - x_zero = 0`` reads as), and the sum subtracts ``(128 +
+x_zero)`` times each output channel's weight sum, a stage of its own:
+``sum((x - x_zero) · w) = sum((x + 128) · w) - (128 + x_zero) · sum(w)``, exactly, in
+the same int32 bound (|x + 128| <= 255). A product of a zero-extended byte and a
+sign-extended one is what LLVM's x86 backend turns into ``vpmaddwd``, fused with its
+add into ``vpdpwssd`` where the host has AVX-512 VNNI (or AVX-VNNI), in place of
+``vpmulld`` and ``vpaddd``; on other targets it stays a widening multiply-add. Otherwise
+(an int64 sum) the stage holds ``x - x_zero`` in the sum's type.
 
-Vector dot-product instructions (AVX-512 VNNI's ``vpdpbusd``, or ``vpmaddwd``) are not
-used: LLVM forms them only from a loop that carries a single sum (its partial-
-reduction lowering), never from the several independent sums a register tile holds,
-and the tensor IR has no vector-typed expression through which a renderer could call
-them directly.
+Measured on the development host (AMD EPYC, znver5, one thread), a 3x3 QConv from 64
+to 128 channels at 14x14 ran 2.9x faster for the int32 stage; a 1x1 one 1.2x (256 to
+1024 channels at 14x14) to 1.3x (64 to 256 at 56x56); SqueezeNet quantised 15.1 ms to
+7.4 ms. The byte form with ``vpdpwssd`` took ResNet-50 from 54.4 ms to 49.9 ms more.
+
+Each ``vpdpwssd`` does one useful product of its two per lane (the byte's upper half is
+0): pairing two reduction steps into its lanes, or ``vpdpbusd``'s four, needs operands
+interleaved along the reduction, which LLVM forms only from a loop carrying a single sum
+(its partial-reduction lowering), never from the many a register tile holds; and the
+tensor IR has no vector-typed expression through which a renderer could call the
+instruction directly. The weight sums run on every call (about one add per weight),
+since the backend computes only stages without scratch memory when compiling, and a
+reduction has an accumulator.
 """
 
 from __future__ import annotations
@@ -35,19 +45,25 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.compute import lower, placeholder
+from hetero.core.ir.tir.compute import compute, lower, placeholder, reduce_axis, sum_
 from hetero.core.ir.tir.expr import (
     INDEX, Binary, Cast, Const, Expr, Load, Select, Var, cast, const, ge, logical_and, lt,
     maximum, minimum, select,
 )
 from hetero.core.ir.tir.functor import StmtExprMutator
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Store
+from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store
 from hetero.core.lower.elementwise import compute_nd
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 
 _INT8 = np.dtype("int8")
+_UINT8 = np.dtype("uint8")
+_INT32 = np.dtype("int32")
+#: Added to an int8 input to make it unsigned: x86 multiplies a zero-extended byte by a
+#: sign-extended one with ``vpmaddwd`` (``vpdpwssd``, which adds too, with AVX-512 VNNI),
+#: where a signed pair of int32 operands takes ``vpmulld`` and ``vpaddd``.
+_U8_OFFSET = 128
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,10 @@ class _ShiftedRead:
     pads: tuple[tuple[int, int], ...]
     zero: int
     dtype: np.dtype
+    # The other factor's int8 read, and its axis indexed by the output channel, where
+    # every other axis is one reduction loop (a QConv's or QMatMul's weight): the sum
+    # of its reduction axes is the offset's compensation.
+    weight: tuple[Load, int] | None = None
 
 
 def shift_windows(func: PrimFunc) -> PrimFunc:
@@ -88,11 +108,23 @@ def _shifted_read(func: PrimFunc, block_name: str) -> _ShiftedRead | None:
         return None
     extents = {f.var: f.extent for f in _loops(nest.spatial[0])}
     params = {b.name for b in func.params}
-    for operand in (update.value.b.a, update.value.b.b):
+    factors = (update.value.b.a, update.value.b.b)
+    for operand, other in (factors, factors[::-1]):
         read = _match(operand, extents, params)
         if read is not None:
-            return read
+            return replace(read, weight=_weight(other, {f.var for f in nest.spatial}, set(extents)))
     return None
+
+
+def _weight(factor: Expr, spatial: set[Var], loops: set[Var]) -> tuple[Load, int] | None:
+    """``factor``'s int8 read and its output-channel axis, if it is a weight's read."""
+    if not (isinstance(factor, Cast) and isinstance(factor.a, Load) and factor.a.buffer.dtype == _INT8):
+        return None
+    load = factor.a
+    if not all(isinstance(i, Var) and i in loops for i in load.indices) or len(set(load.indices)) != len(load.indices):
+        return None
+    channel = [axis for axis, i in enumerate(load.indices) if i in spatial]
+    return (load, channel[0]) if len(channel) == 1 else None
 
 
 def _loops(stmt: object) -> list[For]:
@@ -158,7 +190,13 @@ def _range(index: Expr, extents: dict[Var, int]) -> tuple[int, int] | None:
 
 
 def _rewrite(func: PrimFunc, block_name: str, read: _ShiftedRead) -> PrimFunc:
-    """``func`` with a stage writing the padded shifted input before ``block_name``, which reads it."""
+    """``func`` with a stage writing the padded shifted input before ``block_name``, which
+    reads it: as bytes offset to unsigned, with the weights' compensation subtracted from
+    the sum, where the sum is int32 and the other factor a weight; else as ``x - x_zero``."""
+    offset = read.weight is not None and read.dtype == _INT32
+    stage_dtype = _UINT8 if offset else read.dtype
+    # Off the input the stage holds what x - x_zero = 0 reads as in its encoding.
+    fill = _U8_OFFSET + read.zero if offset else 0
     source = placeholder(read.source.shape, read.source.dtype, read.source.name)
     shape = tuple(n + b + a for n, (b, a) in zip(read.source.shape, read.pads))
 
@@ -171,16 +209,51 @@ def _rewrite(func: PrimFunc, block_name: str, read: _ShiftedRead) -> PrimFunc:
             for check in checks:
                 inside = check if inside is None else logical_and(inside, check)
             index.append(minimum(maximum(p, 0), n - 1) if before or after else p)
-        value = cast(source[tuple(index)], read.dtype) - const(read.zero, read.dtype)
-        return value if inside is None else select(inside, value, const(0, read.dtype))
+        wide = cast(source[tuple(index)], read.dtype)
+        value = (cast(wide + const(_U8_OFFSET, read.dtype), _UINT8) if offset
+                 else wide - const(read.zero, read.dtype))
+        return value if inside is None else select(inside, value, const(fill, stage_dtype))
 
-    shifted = compute_nd(shape, element, f"{read.source.name}_shifted_{block_name}", read.dtype)
+    shifted = compute_nd(shape, element, f"{read.source.name}_shifted_{block_name}", stage_dtype)
     stage = lower("shift", [source], [shifted])
     buffer = stage.params[-1]
     padded = tuple(p + b if b else p for p, (b, _) in zip(read.positions, read.pads))
-    replaced = Load(buffer, tuple(_index(p) for p in padded), read.dtype)
+    replaced: Expr = Load(buffer, tuple(_index(p) for p in padded), stage_dtype)
+    if offset:
+        replaced = cast(replaced, read.dtype)
     body = _Replace(block_name, read.operand, replaced).visit_stmt(func.body)
+    if offset:
+        assert read.weight is not None  # offset implies a weight
+        body = _compensated(func, body, block_name, read.weight, _U8_OFFSET + read.zero)
     return replace(func, body=Allocate(buffer, Seq((stage.body, body))))
+
+
+def _compensated(func: PrimFunc, body: Stmt, block_name: str, weight: tuple[Load, int],
+                 scale: int) -> Stmt:
+    """``body`` whose ``block_name`` subtracts ``scale`` times the sum of the weights of
+    each output channel from its sum before the epilogue, in a stage of its own (which
+    reads only the weight, so the CPU backend computes it once, when compiling)."""
+    load, channel = weight
+    w = placeholder(load.buffer.shape, load.buffer.dtype, load.buffer.name)
+    axes = [reduce_axis(n, f"{load.buffer.name}_sum_k{d}")
+            for d, n in enumerate(load.buffer.shape) if d != channel]
+
+    def total(c: Var) -> Expr:
+        reduced = iter(a.var for a in axes)
+        index = tuple(c if d == channel else next(reduced) for d in range(len(load.buffer.shape)))
+        return sum_(cast(w[index], _INT32), axes) * const(scale, _INT32)
+
+    sums = compute((load.buffer.shape[channel],), total, f"{load.buffer.name}_sum_{block_name}", _INT32)
+    stage = lower("compensation", [w], [sums])
+    table = stage.params[-1]
+    nest = reduction_nest(replace(func, body=body), block_name)
+    assert nest is not None  # the block was matched as one
+    acc = nest.accumulator.buffer
+    store = nest.accumulator.body.stmts[2]
+    fixed = _Replace(None, Load(acc, (const(0, INDEX),), acc.dtype),
+                     Load(acc, (const(0, INDEX),), acc.dtype) - Load(table, (load.indices[channel],), _INT32))
+    body = _ReplaceStmt(store, fixed.visit_stmt(store)).visit_stmt(body)
+    return Allocate(table, Seq((stage.body, body)))
 
 
 def _index(p: Expr) -> Expr:
@@ -188,12 +261,14 @@ def _index(p: Expr) -> Expr:
 
 
 class _Replace(StmtExprMutator):
-    """Every occurrence of one expression, inside one block, becomes another."""
+    """Every occurrence of one expression, inside one block (or anywhere: None), becomes another."""
 
-    def __init__(self, block_name: str, old: Expr, new: Expr) -> None:
-        self.block_name, self.old, self.new, self.inside = block_name, old, new, False
+    def __init__(self, block_name: str | None, old: Expr, new: Expr) -> None:
+        self.block_name, self.old, self.new, self.inside = block_name, old, new, block_name is None
 
     def visit_Block(self, s: Block) -> Block:
+        if self.block_name is None:
+            return super().visit_Block(s)  # type: ignore[return-value]
         if s.name != self.block_name:
             return s
         self.inside = True
@@ -206,3 +281,13 @@ class _Replace(StmtExprMutator):
         if self.inside and e == self.old:
             return self.new
         return super().visit_expr(e)
+
+
+class _ReplaceStmt(StmtExprMutator):
+    """One statement becomes another."""
+
+    def __init__(self, old: Stmt, new: Stmt) -> None:
+        self.old, self.new = old, new
+
+    def visit_Store(self, s: Store) -> Stmt:
+        return self.new if s == self.old else s

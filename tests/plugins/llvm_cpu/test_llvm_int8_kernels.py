@@ -18,12 +18,13 @@ import hetero
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.ir import GraphBuilder, Graph
 from hetero.core.ir.ops.qint import INTEGER_OPS
-from hetero.core.ir.tir import Select, walk
+from hetero.core.ir.tir import Const, Select, walk
 from hetero.core.ir.tir.stmt import Block, Store
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.lower import lower_node
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
+from hetero.plugins.llvm_cpu.target import emit_assembly
 from models import light_model_path
 
 RNG = np.random.default_rng(16)
@@ -113,10 +114,30 @@ def test_a_padded_qconv_reads_its_shifted_input_from_a_stage_of_its_own() -> Non
     # The window's bounds test moved out of the sum into the shifting stage.
     assert any(isinstance(e, Select) for s in walk(_conv_block(func, "qconv")) for e in _exprs(s))
     assert not any(isinstance(e, Select) for s in walk(block) for e in _exprs(s))
+    # x + 128 as bytes, padded by one on each side with what x - x_zero = 0 reads as.
     stage = _conv_block(shifted, "x_shifted_qconv")
-    assert stage.writes.shape == (1, 16, 12, 13) and stage.writes.dtype == np.int32
+    assert stage.writes.shape == (1, 16, 12, 13) and stage.writes.dtype == np.uint8
+    assert any(isinstance(e, Select) and isinstance(e.b, Const) and e.b.value == 0
+               for s in walk(stage) for e in _exprs(s))
+    # The weights' sums per output channel: a stage that reads only the weight.
+    sums = _conv_block(shifted, "w_sum_qconv")
+    assert sums.writes.shape == (32,) and sums.writes.dtype == np.int32
     sch = default_schedule(func, 1)
     assert sch.trace.apply(shift_windows(func)) == sch.func
+
+
+@pytest.mark.parametrize(("cpu", "instruction"), [
+    ("cascadelake", "vpdpwssd"),      # AVX-512 VNNI: multiply, pair-add and accumulate
+    ("skylake-avx512", "vpmaddwd"),   # AVX-512BW without VNNI
+    ("haswell", "vpmaddwd"),          # AVX2
+])
+def test_the_products_are_byte_multiply_adds_on_every_x86(cpu: str, instruction: str) -> None:
+    x_shape, w_shape, attrs = CONVS["3x3_padded"]
+    func = default_schedule(lower_node(_qconv(x_shape, w_shape, attrs, x_zero=3, y_zero=0).nodes[0]), 1).func
+    assembly = emit_assembly(func, "x86_64-unknown-linux-gnu", cpu)
+    assert instruction in assembly
+    if cpu != "cascadelake":
+        assert "vpdpwssd" not in assembly
 
 
 def test_an_unpadded_qconv_reads_an_unpadded_shifted_stage() -> None:
