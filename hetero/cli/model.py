@@ -47,6 +47,9 @@ def add_parsers(subs: Any) -> None:
     comp.add_argument("--aot", metavar="TRIPLE[:CPU]",
                       help="with --dump, also write each kernel's object file and assembly for this "
                            "target (e.g. aarch64-unknown-linux-gnu:cortex-a76)")
+    comp.add_argument("--cache", metavar="DIR",
+                      help="compile-cache folder (default $HETERO_CACHE_DIR when set): a part compiled "
+                           "before with the same subgraph and options is loaded instead of compiled")
     comp.add_argument("--timings", action="store_true",
                       help="print where the time went: each phase of the import, the core and every "
                            "backend, with its seconds and share")
@@ -148,7 +151,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         with timing.phase("discover plugins"):
             load_plugins()
         graph = load_graph(args)
-        exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump,
+        exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump, cache=args.cache,
                              strict=args.strict, **placement(args), **quantize_options(args, graph), **options)
         seconds = time.perf_counter() - start
         with stage("save"):

@@ -36,7 +36,9 @@ from hetero.core import timing
 from hetero.core.ir.tir import Buffer, PrimFunc
 from hetero.errors import CodegenError, OptionError
 from hetero.plugins.llvm_cpu.codegen import Entry, render
-from hetero.plugins.llvm_cpu.target import engine_target_machine, host_target_machine, module_text, optimise_text
+from hetero.plugins.llvm_cpu.target import (
+    engine_target_machine, host_target_machine, module_text, optimise_text, unrolls,
+)
 
 EntryFn = Callable[..., None]
 
@@ -174,7 +176,7 @@ def compile_all(funcs: Iterable[PrimFunc], workers: int) -> None:
                 with timing.phase("render LLVM IR", OWNER):
                     rendered = render(func)
                     text = module_text(rendered.module, host_target_machine(quick))
-                jobs.append((key, rendered, pool.submit(_build, text, rendered.module.name, quick)))
+                jobs.append((key, rendered, pool.submit(_build, text, rendered.module.name, quick, unrolls(func))))
             for key, rendered, job in jobs:
                 object_code, optimised = job.result()
                 loaded = load_object(object_code, rendered.entries, rendered.workspaces, len(rendered.buffers))
@@ -186,10 +188,10 @@ def compile_all(funcs: Iterable[PrimFunc], workers: int) -> None:
             jit_compile(func)
 
 
-def _build(text: str, name: str, quick: bool) -> tuple[bytes, str]:
+def _build(text: str, name: str, quick: bool, unroll: bool) -> tuple[bytes, str]:
     """A worker's compile of module ``name``: its object code and optimised IR."""
     machine = host_target_machine(quick)
-    module = optimise_text(text, name, machine, quick)
+    module = optimise_text(text, name, machine, quick, unroll)
     return machine.emit_object(module), str(module)
 
 
@@ -200,7 +202,8 @@ def _compile(func: PrimFunc) -> JitModule:
         rendered = render(func)
     machine = host_target_machine(quick)
     with timing.phase("LLVM parse" if quick else "LLVM parse + O3", OWNER):
-        module = optimise_text(module_text(rendered.module, machine), rendered.module.name, machine, quick)
+        module = optimise_text(module_text(rendered.module, machine), rendered.module.name, machine, quick,
+                               unrolls(func))
         text = str(module)
     with timing.phase("LLVM emit object", OWNER):
         object_code = machine.emit_object(module)

@@ -26,7 +26,8 @@ from hetero.plugins.llvm_cpu import CompiledKernel, render
 from hetero.plugins.llvm_cpu.jit import (
     JOBS_ENV, MIN_PARALLEL, OWNER, RUNS_ONCE, compile_all, compile_workers, jit_compile, structural_key,
 )
-from hetero.plugins.llvm_cpu.target import host_target_machine, optimise
+from hetero.core.lower import lower_node
+from hetero.plugins.llvm_cpu.target import host_target_machine, optimise, unrolls
 
 RNG = np.random.default_rng(5)
 EPS = float(np.finfo(np.float32).eps)
@@ -120,6 +121,18 @@ def test_code_that_runs_once_skips_the_pipeline_and_computes_the_same_bits() -> 
     got = CompiledKernel(quick).run(A=a)["C"]
     np.testing.assert_array_equal(got, -a)
     np.testing.assert_array_equal(CompiledKernel(full).run(A=a)["C"], got)
+
+
+def test_llvm_unrolls_only_kernels_that_reduce() -> None:
+    gb = GraphBuilder("two")
+    x = gb.input("x", (4, 16))
+    gb.output(gb.Relu(x))
+    gb.output(gb.ReduceSum(x, axes=[1]))
+    relu, reduce = gb.build().nodes
+    assert not unrolls(lower_node(relu))
+    assert unrolls(lower_node(reduce))
+    # A stage written as statements declares no iterators: nothing says it folds nothing.
+    assert unrolls(_negate(2, 16, "neg"))
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork()")
