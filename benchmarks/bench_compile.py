@@ -9,8 +9,8 @@ timed is ``hetero.compile(graph, targets=["llvm_cpu"], num_threads=1)``, the fig
 anything an earlier compile left in the process (the JIT keeps every kernel it built),
 so each one runs in a process of its own, ``--repeat`` times, and the script prints
 their median, fastest and slowest. ``--jobs`` sets ``HETERO_COMPILE_JOBS`` in those
-processes (how many processes compile kernels; by default the cores other work leaves
-idle), so ``--jobs 1,2`` compares a serial compile with a parallel one.
+processes (how many processes compile kernels; by default the host's cores), so
+``--jobs 1,2`` compares a serial compile with a parallel one.
 
 The cached load: one more process compiles the model into a fresh compile-cache
 folder, then ``--repeat`` processes each compile it again from that folder (the same

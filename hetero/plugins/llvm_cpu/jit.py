@@ -50,7 +50,7 @@ RUNS_ONCE = "llvm_cpu.runs_once"
 #: weights takes some milliseconds, a kernel's O3 some tens).
 MIN_PARALLEL = 4
 #: The environment variable that sets how many processes compile kernels (default:
-#: the host's idle cores, :func:`compile_workers`; 1 compiles in this process).
+#: the host's cores, :func:`compile_workers`; 1 compiles in this process).
 JOBS_ENV = "HETERO_COMPILE_JOBS"
 #: The owner of llvm_cpu's phases in :mod:`hetero.core.timing`.
 OWNER = "llvm_cpu"
@@ -122,20 +122,15 @@ def _load_libm() -> None:
 
 def compile_workers(cores: int) -> int:
     """How many processes compile kernels on a host of ``cores``: ``$HETERO_COMPILE_JOBS``
-    when set, else the cores that other work leaves idle (``cores`` less the one-minute
-    load average, rounded; at least 1).
+    when set, else ``cores``.
 
-    On a busy host a second process only takes turns with the first: ResNet-50 on 2
-    cores under a load of 3.5 compiled in 5.98 s serially and 7.07 s on 2 processes
-    (medians of 3 fresh processes, AMD EPYC znver5).
+    ResNet-50, medians of 3 fresh processes on this project's 2-core AMD EPYC (znver5)
+    beside another agent's busy process: 4.07 s serially, 2.73 s on 2 processes (a
+    kernel's O3 is tens of milliseconds, a fork of the compiling process one or two).
     """
     text = os.environ.get(JOBS_ENV, "").strip()
     if not text:
-        try:
-            busy = os.getloadavg()[0]
-        except OSError:
-            busy = 0.0
-        return max(1, min(cores, round(cores - busy)))
+        return cores
     try:
         jobs = int(text)
     except ValueError:
