@@ -24,13 +24,17 @@ from hetero.core.lower.registry import lowers
 @lowers("LayoutToBlocked")
 def lower_to_blocked(inputs: list[Tensor | None], attrs: dict[str, Any], out_types: list[TensorType],
                      names: list[str]) -> list[Tensor]:
-    """Y[n, c, d..., b] = X[n, c * block + b, d...]."""
+    """Y[n, c, d..., b] = X[n, c * block + b, d...], 0 past X's channels."""
     x = inputs[0]
     assert x is not None
-    block = attrs["block"]
+    block, channels = attrs["block"], x.shape[1]
 
     def element(idx: Indices) -> Expr:
-        return x[(idx[0], idx[1] * block + idx[-1]) + tuple(idx[2:-1])]
+        c = idx[1] * block + idx[-1]
+        if channels % block == 0:
+            return x[(idx[0], c) + tuple(idx[2:-1])]
+        return select(lt(c, channels), x[(idx[0], minimum(c, channels - 1)) + tuple(idx[2:-1])],
+                      const(0, x.dtype))
 
     return [compute_nd(out_types[0].shape, element, names[0])]
 

@@ -20,10 +20,12 @@ What is blocked, and what is not:
 * a Conv with constant weights and bias: an ordinary one (its input blocked when
   ``block`` divides its channels, else read as it is, as blocks of one channel: the
   3-channel stem), a depthwise one, or a grouped one whose groups hold whole blocks of
-  input and output channels. An ordinary Conv whose output channels the block does not
-  divide has its last block padded with zero channels (zero weights and bias) where
+  input and output channels. An ordinary or depthwise Conv whose output channels the
+  block does not divide has its last block padded with zero channels (zero weights and
+  bias; a depthwise one's input is padded with zeros by its conversion) where
   that adds at most :data:`MAX_PADDING` of work (SqueezeNet's 1000-class head,
-  ShuffleNet's 24-channel stem, Inception's 24-channel reductions); the
+  ShuffleNet's 24-channel stem and 136-channel depthwise Convs, Inception's 24-channel
+  reductions); the
   padding flows only through :data:`PADDED_READERS` and Convs (whose weights for it are
   zero) and is dropped by the conversion back. Others stay in NCHW (ShuffleNet's narrow
   groups), where padding would be much of the work.
@@ -130,6 +132,8 @@ class _Relayout:
                                      output_names=[self._blocked_name(v)])
             self.converted.add(id(node))
             found = self.blocked[id(v)] = node.output
+            if v.shape[1] % self.block:
+                self.padded[id(v)] = v.shape[1]
         return found
 
     def _blocked_name(self, v: Value) -> str:
@@ -222,13 +226,14 @@ class _Relayout:
         b = node.inputs[2] if len(node.inputs) > 2 else None
         group, channels = node.attrs["group"], x.shape[1]
         depthwise = group > 1 and w.shape[1] == 1 and group == channels == w.shape[0]
-        if channels % self.block == 0 or id(x) in self.padded:
+        if channels % self.block == 0 or id(x) in self.padded or depthwise:
             xb, block_in = self._as_blocked(x), self.block
         else:
             xb, block_in = self._by_single_channels(x), 1
-        # Zero weights for the padding of the last output block and of a padded input's.
+        # Zero weights for the padding of the last output block and of a padded input's
+        # (a depthwise Conv's one input channel a group needs none).
         out_pad = -w.shape[0] % self.block
-        in_pad = -w.shape[1] % self.block if id(x) in self.padded else 0
+        in_pad = -w.shape[1] % self.block if id(x) in self.padded and not depthwise else 0
         w = np.pad(w, ((0, out_pad), (0, in_pad)) + ((0, 0),) * (w.ndim - 2))
         weight = blocked_weight(w, 1 if depthwise else block_in, self.block)
         inputs = [xb, self.new.add_constant(weight, f"{node.inputs[1].name}_nchw{self.block}c")]
@@ -236,6 +241,8 @@ class _Relayout:
             bias = np.pad(b.data, (0, out_pad)).reshape(-1, self.block)
             inputs.append(self.new.add_constant(bias, f"{b.name}_nchw{self.block}c"))
         attrs = {key: node.attrs[key] for key in ("kernel_shape", "strides", "pads", "dilations", "group")}
+        if depthwise:
+            attrs["group"] = w.shape[0]  # a group per channel, the padding's included
         self._add_blocked(node, "ConvBlocked", inputs, attrs)
         if out_pad:
             self.padded[id(node.output)] = node.output.shape[1]
@@ -267,12 +274,11 @@ def _conv_blockable(node: Node, block: int, padded_input: bool) -> bool:
     if w.data is None or (b is not None and b.data is None) or x.data is not None:
         return False
     group, c_in, c_out = node.attrs["group"], x.shape[1], w.shape[0]
-    if group == 1:
-        return -c_out % block <= MAX_PADDING * (c_out + -c_out % block)
+    fits = -c_out % block <= MAX_PADDING * (c_out + -c_out % block)
+    if group == 1 or group == c_in == c_out and w.shape[1] == 1:
+        return fits  # ordinary or depthwise
     if c_out % block or padded_input:
         return False
-    if group == c_in == c_out and w.shape[1] == 1:
-        return True  # depthwise
     return c_in % block == 0 and (c_in // group) % block == 0 and (c_out // group) % block == 0
 
 

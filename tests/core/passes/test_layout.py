@@ -204,11 +204,20 @@ def test_layout_conversions_are_numpy_index_maps() -> None:
     np.testing.assert_array_equal(unblocked_weight(wb), w)
 
 
-def test_layout_to_blocked_refuses_channels_the_block_does_not_divide() -> None:
+def test_layout_to_blocked_pads_the_last_block_with_zero_channels() -> None:
+    x = np.random.default_rng(11).standard_normal((1, 10, 3, 3)).astype(np.float32)
     gb = GraphBuilder()
-    x = gb.input("x", (1, 10, 4, 4))
-    with pytest.raises(ShapeError, match="does not divide the 10 channels"):
-        gb.LayoutToBlocked(x, block=4)
+    y = gb.LayoutToBlocked(gb.input("x", x.shape), block=4)
+    back = gb.LayoutFromBlocked(y, channels=10)
+    gb.output(y, back)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1, layout="nchw")
+    got = exe.run({"x": x})
+    assert got[y.name].shape == (1, 3, 3, 3, 4)
+    np.testing.assert_array_equal(got[y.name][:, 2, ..., 2:], 0)
+    np.testing.assert_array_equal(got[y.name], to_blocked(x, 4))
+    np.testing.assert_array_equal(got[back.name], x)
+    with pytest.raises(ShapeError, match="at least 1"):
+        gb.LayoutToBlocked(y, block=0)
 
 
 def _numpy_conv_blocked(x: np.ndarray, w: np.ndarray, b: np.ndarray, pad: int, group: int) -> np.ndarray:
@@ -326,3 +335,23 @@ def test_pass_turns_a_blocked_batch_norm_into_one_fused_mul_add_with_its_relu() 
     np.testing.assert_allclose(run_reference(blocked, feeds)["relu"], want, rtol=1e-5, atol=1e-5)
     exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1)
     np.testing.assert_allclose(exe.run(feeds)["relu"], want, rtol=1e-5, atol=1e-4)
+
+
+def test_pass_pads_a_depthwise_conv_and_its_converted_input_with_zero_channels() -> None:
+    rng = np.random.default_rng(12)
+    gb = GraphBuilder()
+    x = gb.input("x", (1, 28, 7, 7))
+    d = gb.Conv(x, gb.constant(rng.standard_normal((28, 1, 3, 3)).astype(np.float32)),
+                gb.constant(rng.standard_normal(28).astype(np.float32)), pads=(1,) * 4, group=28, name="dw")
+    gb.output(gb.Relu(d, name="relu"))
+    graph = gb.build()
+    blocked = block_layout(graph, BLOCK)
+    dw = blocked.node("dw")
+    assert (dw.op, dw.attrs["group"], dw.inputs[0].shape) == ("ConvBlocked", 32, (1, 2, 7, 7, BLOCK))
+    assert [(n.op, n.attrs.get("channels")) for n in blocked.nodes if n.op in _CONVERSIONS] == [
+        ("LayoutToBlocked", None), ("LayoutFromBlocked", 28)]
+    feeds = {"x": rng.standard_normal((1, 28, 7, 7)).astype(np.float32)}
+    want = run_reference(graph, feeds)["relu"]
+    np.testing.assert_allclose(run_reference(blocked, feeds)["relu"], want, rtol=1e-5, atol=1e-5)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1)
+    np.testing.assert_allclose(exe.run(feeds)["relu"], want, rtol=1e-5, atol=1e-5)

@@ -31,7 +31,9 @@ from hetero.errors import ShapeError
 
 
 def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
-    """``x`` (N, C, D...) as (N, C / block, D..., block)."""
+    """``x`` (N, C, D...) as (N, ceil(C / block), D..., block), the last block's channels
+    past C zero."""
+    x = np.pad(x, ((0, 0), (0, -x.shape[1] % block)) + ((0, 0),) * (x.ndim - 2))
     n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
     split = x.reshape((n, c // block, block) + spatial)
     return np.ascontiguousarray(np.moveaxis(split, 2, -1))
@@ -68,10 +70,9 @@ def _to_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     x, block = ins[0], attrs["block"]
     if x.rank < 3:
         raise ShapeError(f"LayoutToBlocked input must be (N, C, D1, ...), got {x}")
-    if block < 1 or x.shape[1] % block:
-        raise ShapeError(f"LayoutToBlocked: block {block} does not divide the {x.shape[1]} channels of {x}; "
-                         f"leave that tensor in NCHW")
-    return [TensorType((x.shape[0], x.shape[1] // block) + x.shape[2:] + (block,), x.dtype)]
+    if block < 1:
+        raise ShapeError(f"LayoutToBlocked: block must be at least 1, got {block}")
+    return [TensorType((x.shape[0], -(-x.shape[1] // block)) + x.shape[2:] + (block,), x.dtype)]
 
 
 def _from_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
@@ -95,7 +96,8 @@ register(OpDef(
     lambda ins, attrs: [to_blocked(ins[0], attrs["block"])],
     attrs={"block": Attr("int", doc="channels per block, the innermost axis of Y")},
     flops=no_flops,
-    doc="X (N, C, D...) in the blocked-channel layout Y (N, C/block, D..., block)",
+    doc="X (N, C, D...) in the blocked-channel layout Y (N, ceil(C/block), D..., block), the last "
+        "block padded with zero channels",
 ))
 
 register(OpDef(
