@@ -18,6 +18,7 @@ import hetero
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.ir import GraphBuilder, Graph
 from hetero.core.ir.ops.qint import INTEGER_OPS
+from hetero.errors import OptionError
 from hetero.core.ir.tir import Const, Select, walk
 from hetero.core.ir.tir.stmt import Block, Store
 from hetero.core.ir.tir.visit import exprs_of
@@ -189,6 +190,12 @@ def test_a_quantised_model_runs_in_integer_kernels_on_llvm_cpu_alone() -> None:
     integer = session.prepare(graph)
     out = graph.outputs[0].name
     np.testing.assert_array_equal(exe.run(feeds)[out], hetero.run_reference(integer, feeds)[out])
+
+
+def test_int8_takes_only_a_bool() -> None:
+    x_shape, w_shape, attrs = CONVS["1x1"]
+    with pytest.raises(OptionError, match="int8"):
+        hetero.compile(_qconv(x_shape, w_shape, attrs, 0, 0), targets=["llvm_cpu"], int8="yes")
 
 
 def test_without_int8_a_quantised_model_on_llvm_cpu_keeps_float_qdq() -> None:
