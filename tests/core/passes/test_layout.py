@@ -22,7 +22,7 @@ from hetero.core.ir.ops.layout import blocked_weight, from_blocked, to_blocked, 
 from hetero.core.passes.fuse import fuse_epilogues, groups
 from hetero.core.passes.layout import block_layout
 from hetero.core.runtime.reference import run_reference
-from hetero.errors import ShapeError
+from hetero.errors import OptionError, ShapeError
 from models import LIGHT_MODELS, light_model_path
 from oracle import run_model
 
@@ -355,3 +355,8 @@ def test_pass_pads_a_depthwise_conv_and_its_converted_input_with_zero_channels()
     np.testing.assert_allclose(run_reference(blocked, feeds)["relu"], want, rtol=1e-5, atol=1e-5)
     exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1)
     np.testing.assert_allclose(exe.run(feeds)["relu"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_llvm_cpu_refuses_an_unknown_layout_option() -> None:
+    with pytest.raises(OptionError, match="layout"):
+        hetero.compile(_chain(), targets=["llvm_cpu"], layout="nhwc")
