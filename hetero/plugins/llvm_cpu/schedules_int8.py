@@ -99,7 +99,7 @@ def shift_windows(func: PrimFunc) -> PrimFunc:
 
 def _shifted_read(func: PrimFunc, block_name: str) -> _ShiftedRead | None:
     nest = reduction_nest(func, block_name)
-    if nest is None:
+    if nest is None or not nest.spatial:  # a sum to one scalar has no output channel
         return None
     update = nest.update_body
     if not (isinstance(update, Store) and isinstance(update.value, Binary) and update.value.op == "add"

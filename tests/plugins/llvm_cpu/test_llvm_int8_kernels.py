@@ -156,6 +156,13 @@ def test_a_float_conv_is_left_as_it_is() -> None:
     assert shift_windows(func) == func
 
 
+def test_a_sum_of_products_to_one_scalar_is_left_as_it_is() -> None:
+    b = GraphBuilder("sumsq")
+    b.output(b.ReduceSumSquare(b.input("x", (5,), np.int32), axes=(0,), keepdims=0))
+    func = lower_node(b.build().nodes[0])
+    assert shift_windows(func) == func
+
+
 def _exprs(stmt: object) -> list[object]:
     """Every expression a store computes (its indices and its value)."""
     if not isinstance(stmt, Store):
