@@ -10,6 +10,7 @@ infers the output types, so a graph built through the API is typed from the star
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+import copy
 import heapq
 import itertools
 from typing import Any
@@ -279,7 +280,10 @@ class Graph:
     def copy(self) -> Graph:
         """A structural copy; constant arrays are shared (they are read-only)."""
         new = Graph(self.name)
-        new._counter = itertools.count(next(self._counter))
+        # The copy's fresh names continue from here, without advancing this graph's
+        # counter: optimising the same graph twice must name its nodes alike (the compile
+        # cache keys on names).
+        new._counter = copy.copy(self._counter)
         vmap: dict[int, Value] = {}
 
         def clone(v: Value) -> Value:

@@ -137,3 +137,17 @@ def test_a_constant_is_stored_read_only_and_row_major() -> None:
     c = g.add_constant(frozen.transpose(2, 0, 1))
     assert c.data.flags.c_contiguous and not c.data.flags.writeable
     np.testing.assert_array_equal(c.data, frozen.transpose(2, 0, 1))
+
+
+def test_copying_a_graph_leaves_its_fresh_names_as_they_were() -> None:
+    """Two copies of one graph name the nodes they add alike (the compile cache keys
+    on names), and the original's next fresh name is unchanged by copying."""
+    g = Graph("g")
+    x = g.add_input("x", (2,), np.float32)
+    g.set_outputs([g.add_node("Relu", [x], name="relu").output])
+    g.add_node("Neg", [g.outputs[0]], name="neg")
+    first, second = g.copy(), g.copy()
+    # "neg" is taken, so each graph's next Neg draws a fresh name from its counter.
+    a = first.add_node("Neg", [first.outputs[0]], name="neg").name
+    b = second.add_node("Neg", [second.outputs[0]], name="neg").name
+    assert a == b == g.add_node("Neg", [g.outputs[0]], name="neg").name != "neg"

@@ -110,7 +110,8 @@ def test_a_damaged_npz_member_is_a_named_error_without_allocating(member: bytes,
 
 
 def test_a_zip_bomb_entry_is_refused_by_its_declared_size() -> None:
-    with zipfile.ZipFile(io.BytesIO(write_zip([("big", b"\0" * (4 * 2**20))]))) as zf:
+    # Text members are deflated: 4 MiB of one character shrinks to a few KiB.
+    with zipfile.ZipFile(io.BytesIO(write_zip([("big", "\0" * (4 * 2**20))]))) as zf:
         assert zf.getinfo("big").compress_size < 2**14
         with pytest.raises(DamagedFileError, match=r"bomb.*'big'.*declares 4194304 bytes.*at most 1048576"):
             read_member(zf, "big", "bomb", limit=2**20)
@@ -153,3 +154,10 @@ def test_arrays_of_extension_dtypes_keep_their_dtype_through_npz() -> None:
     for name, array in arrays.items():
         assert back[name].dtype == array.dtype
         np.testing.assert_array_equal(back[name].astype(np.float32), array.astype(np.float32))
+
+
+def test_text_members_are_deflated_and_bytes_members_stored() -> None:
+    with zipfile.ZipFile(io.BytesIO(write_zip([("manifest.json", "{}" * 1000), ("weights", b"\1" * 4000)]))) as zf:
+        assert zf.getinfo("manifest.json").compress_type == zipfile.ZIP_DEFLATED
+        assert zf.getinfo("weights").compress_type == zipfile.ZIP_STORED
+        assert zf.read("weights") == b"\1" * 4000
