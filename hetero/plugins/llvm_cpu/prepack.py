@@ -86,11 +86,17 @@ def _hoist(stmt: Stmt, known: set[Buffer], hoisted: list[_Hoisted]) -> Stmt:
 
 
 def _fills_from(stage: Stmt, buffer: Buffer, known: set[Buffer]) -> bool:
-    """Whether ``stage`` is a block that writes only the global ``buffer``, from ``known``
-    buffers alone, with no scratch memory of its own."""
-    return (isinstance(stage, Block) and stage.writes == buffer and buffer.scope == "global"
-            and _buffers_written(stage) == {buffer} and buffers_read(stage) <= known
-            and not any(isinstance(s, Allocate) for s in walk(stage.body)))
+    """Whether ``stage`` is a block that writes only the global ``buffer`` (and memory it
+    allocates itself: a reduction's accumulator, such as the int8 kernels' per-channel
+    weight sums), from ``known`` buffers alone."""
+    if not (isinstance(stage, Block) and stage.writes == buffer and buffer.scope == "global"):
+        return False
+    own = _allocated(stage)
+    return _buffers_written(stage) - own == {buffer} and buffers_read(stage) - own <= known
+
+
+def _allocated(stmt: Stmt) -> set[Buffer]:
+    return {s.buffer for s in walk(stmt) if isinstance(s, Allocate)}
 
 
 class ConstantPacker:
@@ -128,7 +134,7 @@ class ConstantPacker:
 
     def _evaluate(self, item: _Hoisted, names: Mapping[Buffer, str], label: str) -> str:
         """Run ``item``'s stage once on the constants it reads; the new constant's name."""
-        sources = tuple(sorted(buffers_read(item.block), key=lambda b: b.name))
+        sources = tuple(sorted(buffers_read(item.block) - _allocated(item.block), key=lambda b: b.name))
         stage = PrimFunc(item.block.name, sources + (item.buffer,), item.block, ((RUNS_ONCE, True),))
         schedule = default_schedule(stage, self.threads)
         canonical = canonical_names(schedule.func)

@@ -209,3 +209,16 @@ def test_without_int8_a_quantised_model_on_llvm_cpu_keeps_float_qdq() -> None:
     graph, samples, _ = _quantised("squeezenet")
     exe = hetero.compile(graph, targets=["llvm_cpu"], quantize=samples, passes=[])
     assert not _kernel_ops(exe) & INTEGER_OPS
+
+
+def test_the_weight_sums_are_computed_once_when_compiling() -> None:
+    """The byte form's per-channel weight sums read only the constant weight: the packer
+    runs their stage (a reduction with an accumulator of its own) at compile time, so a
+    call computes only the shifted input and the convolution, and stays bit-exact."""
+    graph = _qconv((1, 16, 9, 9), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}, x_zero=-3, y_zero=2)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], num_threads=1)
+    (step,) = [s for s in exe.placements[0].part.steps if s.kernel is not None]
+    # The raw weight is read by nothing that runs per call (its packed panels are).
+    assert "w" not in step.inputs, step.inputs
+    assert any("/" in name and "sum" in name for name in step.inputs), step.inputs
+    _assert_exact(graph, {"x": _int8((1, 16, 9, 9))})
