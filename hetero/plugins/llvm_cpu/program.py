@@ -128,6 +128,11 @@ class Program:
         self._kinds = np.array(kinds, np.int64)
         self._offsets = np.array(offsets, np.int64)
         self._records = np.array(records, np.int64).reshape(-1, 4)
+        # Each step's seconds from the records' nanoseconds in one reduceat (every step
+        # has at least one record): a Python sum per step cost 1.5 us, a millisecond a
+        # run on ShuffleNet's 400 steps.
+        self._step_names = [name for name, _, _ in self.record_steps]
+        self._step_starts = np.array([a for _, a, _ in self.record_steps], np.intp)
 
     def run(self, inputs: Mapping[str, np.ndarray], allocate: Callable[[int], np.ndarray],
             allocate_apart: Callable[[tuple[int, ...], np.dtype], np.ndarray],
@@ -160,7 +165,8 @@ class Program:
             if segment.stop > segment.start:
                 self.pool.program(records[segment.start:].ctypes.data, segment.stop - segment.start,
                                   ns[segment.start:].ctypes.data)
-        profile = [(name, float(ns[a:b].sum()) * 1e-9) for name, a, b in self.record_steps]
+        seconds = (np.add.reduceat(ns, self._step_starts) * 1e-9).tolist() if len(ns) else []
+        profile = list(zip(self._step_names, seconds))
         for kernel, launched in self._launched:
             kernel.last_launches = launched
         # The tables must outlive the call above; keep them alive until here.
