@@ -134,18 +134,17 @@ class Program:
         self._step_names = [name for name, _, _ in self.record_steps]
         self._step_starts = np.array([a for _, a, _ in self.record_steps], np.intp)
 
-    def run(self, inputs: Mapping[str, np.ndarray], allocate: Callable[[int], np.ndarray],
+    def run(self, inputs: Mapping[str, np.ndarray], workspace: np.ndarray,
             allocate_apart: Callable[[tuple[int, ...], np.dtype], np.ndarray],
             arena: np.ndarray | None) -> tuple[dict[str, np.ndarray], list[tuple[str, float]]]:
         """One run: the part's inputs, intermediates and outputs by name (what ``_execute``
         of the part returns, for the names outside the arena), and each step's seconds.
-        ``allocate(nbytes)`` gives the workspace region, ``allocate_apart`` each value
-        allocated apart; ``arena`` is the run's arena."""
+        ``workspace`` is the run's workspace region (at least :attr:`workspace_bytes`),
+        ``arena`` its arena; ``allocate_apart`` makes each value allocated apart."""
         env: dict[str, np.ndarray] = dict(self._held)
         env.update({n: inputs[n] for n in self.inputs})
         for name in self.apart:
             env[name] = allocate_apart(*self.types[name])
-        workspace = allocate(self.workspace_bytes)
         bases = np.empty(3 + len(self.inputs) + len(self.apart), np.int64)
         bases[ABSOLUTE] = 0
         bases[ARENA] = 0 if arena is None else arena.ctypes.data
@@ -170,7 +169,7 @@ class Program:
         for kernel, launched in self._launched:
             kernel.last_launches = launched
         # The tables must outlive the call above; keep them alive until here.
-        del table, records, workspace
+        del table, records
         return env, profile
 
     def array(self, name: str, env: Mapping[str, np.ndarray], arena: np.ndarray | None) -> np.ndarray:
