@@ -15,6 +15,9 @@ import pytest
 
 import hetero
 from hetero.core.frontend.onnx import randomize_weights
+from hetero.core.passes.fuse import fuse_epilogues
+from hetero.core.passes.layout import block_layout
+from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 from models import LIGHT_MODELS, light_model_path
 from oracle import run_model
@@ -33,8 +36,11 @@ def test_light_model_on_llvm_cpu_matches_onnxruntime(name: str) -> None:
     (placement,) = exe.placements
     assert placement.backend == "llvm_cpu"
     covered = sorted(n for step in placement.part.steps for n in step.nodes)
-    # The backend first splits wide grouped convolutions into ordinary ones.
-    assert covered == sorted(n.name for n in ungroup_convs(graph).nodes)
+    # The backend first splits wide grouped convolutions into ordinary ones, fuses
+    # epilogues and puts convolution chains in the host's blocked layout: each node of
+    # the graph that makes, and no other, is computed by exactly one step.
+    compiled = block_layout(fuse_epilogues(ungroup_convs(graph)), host().lanes(4))
+    assert covered == sorted(n.name for n in compiled.nodes)
 
     x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)
     feeds = {graph.inputs[0].name: x}
