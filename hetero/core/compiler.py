@@ -53,6 +53,7 @@ from hetero.core.runtime.executable import (
 from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
 from hetero.core.staging import StagedExecutable
+from hetero.tune.records import TUNED_OPTION, best_traces, load_records
 from hetero.errors import (
     DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
     UnsupportedOpError,
@@ -94,6 +95,8 @@ class Session:
         calibration_method: str = "minmax",
         cache: str | os.PathLike[str] | None = None,
         options: Mapping[str, Any] | None = None,
+        records: str | os.PathLike[str] | None = None,
+        records_any_machine: bool = False,
     ) -> None:
         names = [targets] if isinstance(targets, str) else list(targets)
         if not names:
@@ -106,6 +109,8 @@ class Session:
         if chosen is not None and chosen.name not in names:
             selected.append(chosen)
         routed = route_options(options or {}, selected, plugins.backends)
+        if records is not None:
+            _route_records(routed, selected, records, records_any_machine)
         #: Every target, the user's in order, then the fallback when it is not among them.
         self.targets: tuple[Target, ...] = tuple(bind(b, routed[b.name]) for b in selected)
         #: The fallback backend's name, or None when no backend can be one.
@@ -227,6 +232,18 @@ class Session:
         return fallback, part, CompileFallback(region, target.name, fallback.name, error)
 
 
+def _route_records(routed: dict[str, dict[str, Any]], selected: Sequence[Backend],
+                   records: str | os.PathLike[str], any_machine: bool) -> None:
+    """Give each selected backend that takes tuned schedules the best trace per task in
+    ``records``, made on this machine unless ``any_machine``; a backend's own
+    :data:`~hetero.tune.records.TUNED_OPTION`, when the user set it, wins."""
+    stored = load_records(records)
+    for backend in selected:
+        if any(o.name == TUNED_OPTION for o in backend.options):
+            machine = None if any_machine else backend.tuning_machine()
+            routed[backend.name].setdefault(TUNED_OPTION, best_traces(stored, backend.name, machine))
+
+
 def _choose_fallback(named: str | None, selected: Sequence[Backend], plugins: PluginSet) -> Backend | None:
     """The fallback backend: ``named``, or by declaration among the targets, then among the
     installed backends in discovery order (bundled first); None when none declares it."""
@@ -262,6 +279,8 @@ def compile_model(
     cache: str | os.PathLike[str] | None = None,
     quantize: Calibration | Sequence[Mapping[str, Any]] | None = None,
     calibration_method: str = "minmax",
+    records: str | os.PathLike[str] | None = None,
+    records_any_machine: bool = False,
     **options: Any,
 ) -> Executable | SpecializingExecutable | StagedExecutable:
     """Compile ``model`` for ``targets`` (in order of preference) and return an executable.
@@ -312,6 +331,12 @@ def compile_model(
     ``$HETERO_CACHE_DIR`` when set): a part compiled before with the same subgraph,
     backend version and options is loaded from it instead of compiled.
 
+    ``records`` names a tuning-records file (``hetero tune -o``): each kernel whose task
+    has a record made on this machine (any machine with ``records_any_machine=True``)
+    compiles with the fastest recorded schedule, the others with their defaults. It
+    reaches each backend as its ``tuned_schedules`` target option, so the compile
+    cache keys on the schedules chosen.
+
     >>> exe = hetero.compile("resnet50.onnx", targets=["my_npu"])    # doctest: +SKIP
     >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
     >>> print(exe.report())                                          # doctest: +SKIP
@@ -324,7 +349,7 @@ def compile_model(
         targets = [default.name]
     session = Session(targets, fallback=fallback, policy=policy, overrides=overrides, strict=strict,
                       min_ratio=min_ratio, quantize=quantize, calibration_method=calibration_method,
-                      cache=cache, options=options)
+                      cache=cache, options=options, records=records, records_any_machine=records_any_machine)
     return _compile_model(session, model, input_shapes, input_values, max_specializations, passes, dump)
 
 

@@ -40,7 +40,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,6 +50,10 @@ from hetero.core.memory.hierarchy import MemoryHierarchy
 from hetero.core.passes.pattern import Match, Op
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.errors import HeteroError, PluginError, did_you_mean
+
+if TYPE_CHECKING:
+    from hetero.core.schedule import Trace
+    from hetero.tune.task import TuningTask
 
 #: The version of the contract below. 2: ``supports``, ``estimate``, ``compile`` and
 #: pattern checks take the backend's :class:`~hetero.core.plugin.target.Target`;
@@ -269,6 +273,32 @@ class Backend(ABC):
     @abstractmethod
     def load_artifact(self, artifact: bytes) -> CompiledPart:
         """Rebuild the part whose :attr:`CompiledPart.artifact` is ``artifact``."""
+
+    # -- auto-tuning (hetero.tune): a backend that schedules with traces implements these --
+
+    def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:
+        """The distinct kernels :meth:`compile` would build for ``subgraph``, one
+        :class:`~hetero.tune.task.TuningTask` each (equal kernels one task, its
+        occurrences counted); by default none: the backend is not tunable."""
+        return []
+
+    def tuning_replay(self, task: TuningTask, trace: Trace) -> None:
+        """Apply ``trace`` to ``task``'s function, raising
+        :class:`~hetero.errors.ScheduleError` when it does not fit; cheap (no code is
+        generated), run in the tuner's process to reject candidates before measuring."""
+        raise PluginError(f"backend {self.name} has no tuning tasks, so it replays no trace")
+
+    def tuning_measure(self, task: TuningTask, trace: Trace, repeats: int,
+                       seed: int) -> tuple[float, list[np.ndarray]]:
+        """Build ``task`` with ``trace`` and run it ``repeats`` times on inputs drawn from
+        ``seed``: the median seconds and the outputs (compared with the default
+        schedule's). Runs in a worker process, so it may crash or hang without harm."""
+        raise PluginError(f"backend {self.name} has no tuning tasks, so it measures none")
+
+    def tuning_machine(self) -> dict[str, Any]:
+        """What identifies the machine a measurement holds for (records from another are
+        used only when asked); by default the backend's name and version."""
+        return {"backend": self.name, "version": self.version}
 
     def __repr__(self) -> str:
         return f"<Backend {self.name or type(self).__name__} {self.version} ({self.device_kind})>"

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hetero.core import progress, timing
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
@@ -32,9 +34,11 @@ from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
-from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_features
 from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
+from hetero.plugins.llvm_cpu import tuning
+from hetero.tune.records import TUNED_OPTION
+from hetero.tune.task import TuningTask
 
 VERSION = "0.1.0"
 
@@ -71,6 +75,8 @@ OPTIONS = (
                    "provider does, rather than in float QDQ arithmetic", default=False, types=(bool,)),
     Option("layout", "activation layout of convolution chains: 'blocked' (NCHW[x]c, x the vector's "
                      "float32 lanes) or 'nchw' (as imported)", default="blocked", choices=("blocked", "nchw")),
+    Option(TUNED_OPTION, "tuned schedule per kernel: {task key: trace JSON}; hetero.compile(records=FILE) "
+                         "fills it from `hetero tune` records", types=(dict,)),
 )
 
 
@@ -108,12 +114,10 @@ class LlvmCpuBackend(Backend):
         return Support.yes()
 
     def compile(self, subgraph: Graph, target: Target) -> LlvmCpuPart:
-        threads = int(target.options["num_threads"] or os.cpu_count() or 1)
+        threads = _threads(target)
         dump = target.dump_dir
-        with timing.phase("graph passes", OWNER):
-            graph = fuse_epilogues(ungroup_convs(subgraph))
-            if target.options["layout"] != "nchw":
-                graph = block_layout(graph, host().lanes(4))
+        tuned = target.options[TUNED_OPTION] or {}
+        graph = kernel_graph(subgraph, target)
         packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
                                 graph.values)
         plan = kernel_steps(graph, VIEW_OPS)
@@ -122,7 +126,7 @@ class LlvmCpuBackend(Backend):
         made: list[_KernelFunction | None] = []
         for index, step in enumerate(plan):
             progress.step("kernel", index + 1, len(plan), step.node.name)
-            made.append(None if step.view is not None else _kernel_function(step, threads, packer))
+            made.append(None if step.view is not None else _kernel_function(step, threads, packer, tuned))
         progress.end("kernel")
         progress.step("LLVM", 0, 0, f"{sum(m is not None for m in made)} kernels")
         compile_all((m.canonical for m in made if m is not None), compile_workers(host().cores))
@@ -151,6 +155,32 @@ class LlvmCpuBackend(Backend):
     def load_artifact(self, artifact: bytes) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
 
+    def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:
+        return tuning.tasks(kernel_graph(subgraph, target), _threads(target), self.name)
+
+    def tuning_replay(self, task: TuningTask, trace: Trace) -> None:
+        tuning.replay(task, trace)
+
+    def tuning_measure(self, task: TuningTask, trace: Trace, repeats: int,
+                       seed: int) -> tuple[float, list[np.ndarray]]:
+        return tuning.measure(task, trace, repeats, seed)
+
+    def tuning_machine(self) -> dict[str, Any]:
+        return tuning.machine()
+
+
+def _threads(target: Target) -> int:
+    return int(target.options["num_threads"] or os.cpu_count() or 1)
+
+
+def kernel_graph(subgraph: Graph, target: Target) -> Graph:
+    """``subgraph`` after llvm_cpu's graph passes: the graph whose steps become kernels."""
+    with timing.phase("graph passes", OWNER):
+        graph = fuse_epilogues(ungroup_convs(subgraph))
+        if target.options["layout"] != "nchw":
+            graph = block_layout(graph, host().lanes(4))
+    return graph
+
 
 @dataclass(frozen=True)
 class _KernelFunction:
@@ -165,20 +195,21 @@ class _KernelFunction:
     inputs: tuple[str, ...]
 
 
-def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker) -> _KernelFunction:
+def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker,
+                     tuned: Mapping[str, str]) -> _KernelFunction:
     """``step`` lowered, scheduled, its weight packing done and its names made canonical."""
     members, node = list(step.members), step.node
     with timing.phase("lower", OWNER):
         func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
     with timing.phase("schedule", OWNER):
-        schedule = default_schedule(func, threads)
+        scheduled, trace = tuning.schedule_kernel(func, threads, tuned)
     # Stages that only reorder weights (packing) run here, once, not on every call.
     with timing.phase("pack constants", OWNER):
-        scheduled, inputs = packer.apply(schedule.func, step.inputs, node.name)
+        scheduled, inputs = packer.apply(scheduled, step.inputs, node.name)
     # Canonical names make equal kernels (same op, shapes, attributes) one compile.
     with timing.phase("canonical names", OWNER):
         canonical = canonical_names(scheduled)
-    return _KernelFunction(func.name, scheduled, canonical, schedule.trace, inputs)
+    return _KernelFunction(func.name, scheduled, canonical, trace, inputs)
 
 
 def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any, aot: str | None) -> None:

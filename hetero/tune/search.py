@@ -1,0 +1,162 @@
+"""Search over one task's space: seeded random sampling plus mutation of the best so far.
+
+Trials alternate between a uniformly random point and a one-knob mutation of the best
+point measured so far (the simplest evolutionary step), so the search both explores
+and climbs. Every point is replayed first: one that does not apply is drawn again and
+costs no trial; a point already measured is never measured twice. With a fixed seed
+and the same measurements, the same points are proposed in the same order.
+
+A learned cost model (phase 2: LightGBM, trained on the records as they arrive) plugs
+in as a :class:`CostModel`: given one, each trial draws :data:`PROPOSALS_PER_TRIAL`
+valid points and measures the one it ranks fastest.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hetero.core.plugin.backend import Backend
+from hetero.core.schedule import Trace
+from hetero.tune.measure import Measurement, Measurer, matches
+from hetero.tune.space import Point, SearchSpace, valid_point
+from hetero.tune.task import TuningTask
+
+#: Draws tried for one new valid, unmeasured point before the space counts as exhausted.
+MAX_DRAWS = 200
+#: Valid points a cost model ranks per measured trial.
+PROPOSALS_PER_TRIAL = 16
+
+
+class CostModel(Protocol):
+    """What a learned cost model offers the search (none in phase 1)."""
+
+    def update(self, task: TuningTask, traces: list[Trace], seconds: list[float | None]) -> None:
+        """Learn from measured traces of ``task`` (None: failed)."""
+
+    def rank(self, task: TuningTask, traces: list[Trace]) -> list[float]:
+        """A score per trace, lower predicted faster."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured candidate: its point, trace and outcome."""
+
+    point: Point
+    trace: Trace
+    seconds: float | None
+    error: str | None = None
+
+
+@dataclass
+class TaskResult:
+    """A task's trials, the default's first."""
+
+    task: TuningTask
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def default_seconds(self) -> float | None:
+        """The default schedule's median seconds (None if it failed)."""
+        return self.trials[0].seconds if self.trials else None
+
+    @property
+    def best(self) -> Trial | None:
+        """The fastest successful trial."""
+        done = [t for t in self.trials if t.seconds is not None]
+        return min(done, key=lambda t: t.seconds) if done else None  # type: ignore[arg-type,return-value]
+
+    def best_so_far(self) -> list[float | None]:
+        """After each trial, the best seconds until then."""
+        best: float | None = None
+        curve = []
+        for t in self.trials:
+            if t.seconds is not None and (best is None or t.seconds < best):
+                best = t.seconds
+            curve.append(best)
+        return curve
+
+
+OnTrial = Callable[[TaskResult], None]
+
+
+class TaskSearch:
+    """The search of one task; :meth:`default` first, then :meth:`run` for more trials."""
+
+    def __init__(self, task: TuningTask, backend: Backend, measurer: Measurer, seed: int,
+                 model: CostModel | None = None) -> None:
+        self.task = task
+        self.measurer = measurer
+        self.model = model
+        self.replay = lambda trace: backend.tuning_replay(task, trace)
+        self.space = SearchSpace.from_trace(task.default_trace, self.replay)
+        self.rng = random.Random(seed)
+        self.result = TaskResult(task)
+        self._seen: set[Point] = set()
+        self._reference: list | None = None
+
+    def default(self) -> Trial:
+        """Measure the default schedule: its outputs are what every candidate must match."""
+        point = self.space.default
+        self._seen.add(point)
+        m = self.measurer.measure(self.task, [self.task.default_trace])[0]
+        self._reference = m.outputs
+        trial = Trial(point, self.task.default_trace, m.seconds, m.error)
+        self.result.trials.append(trial)
+        return trial
+
+    def run(self, trials: int, deadline: float | None = None, on_trial: OnTrial | None = None) -> TaskResult:
+        """Up to ``trials`` more trials (fewer when the space runs out or ``deadline``,
+        a :func:`time.monotonic` time, passes)."""
+        if self._reference is None:
+            return self.result  # the default failed: nothing to check candidates against
+        for _ in range(trials):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            point = self._propose()
+            if point is None:
+                break
+            self._seen.add(point)
+            trace = self.space.trace(point)
+            m = self.measurer.measure(self.task, [trace])[0]
+            trial = self._judge(point, trace, m)
+            self.result.trials.append(trial)
+            if self.model is not None:
+                self.model.update(self.task, [trace], [trial.seconds])
+            if on_trial is not None:
+                on_trial(self.result)
+        return self.result
+
+    def _judge(self, point: Point, trace: Trace, m: Measurement) -> Trial:
+        if m.seconds is None or m.outputs is None:
+            return Trial(point, trace, None, m.error)
+        wrong = matches(m.outputs, self._reference or [])
+        if wrong is not None:
+            return Trial(point, trace, None, f"wrong result: {wrong}")
+        return Trial(point, trace, m.seconds)
+
+    def _propose(self) -> Point | None:
+        """The next point to measure: valid and not yet measured (None: none found)."""
+        wanted = 1 if self.model is None else PROPOSALS_PER_TRIAL
+        found: list[Point] = []
+        best = self.result.best
+        climb = best is not None and len(self.result.trials) % 2 == 0
+        for _ in range(MAX_DRAWS):
+            point = self.space.mutate(best.point, self.rng) if climb and best else self.space.sample(self.rng)
+            if point in self._seen or point in found:
+                continue
+            if not valid_point(self.space, point, self.replay):
+                self._seen.add(point)  # never drawn again
+                continue
+            found.append(point)
+            if len(found) == wanted:
+                break
+        if not found:
+            return None
+        if self.model is None or len(found) == 1:
+            return found[0]
+        scores = self.model.rank(self.task, [self.space.trace(p) for p in found])
+        return found[min(range(len(found)), key=scores.__getitem__)]

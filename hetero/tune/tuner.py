@@ -1,0 +1,154 @@
+"""``hetero tune``'s driver: extract a model's tasks, share the budget by weight, search each.
+
+Every task's default schedule is measured first (it is the reference every candidate
+must match, and its seconds x occurrences is the task's weight); those trials are
+outside the budget. The budget, trials or seconds, is then shared among the tasks in
+proportion to their weights, so it goes where the model spends its time. Every trial
+is appended to the records file as it finishes, so an interrupted run keeps what it
+measured.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from hetero.core.compiler import Session, _units
+from hetero.core.frontend import load_onnx
+from hetero.core.passes.pipeline import optimize
+from hetero.core.plugin.backend import Backend
+from hetero.tune.measure import Measurer
+from hetero.tune.records import append_records, new_record
+from hetero.tune.search import TaskResult, TaskSearch, Trial
+from hetero.tune.task import TuningTask, merge_tasks
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Trials to measure in all, or seconds to search for (one of them)."""
+
+    trials: int | None = None
+    seconds: float | None = None
+
+    @staticmethod
+    def parse(text: str) -> Budget:
+        """``"200"`` (trials) or ``"60s"`` (seconds)."""
+        from hetero.errors import OptionError
+
+        try:
+            if text.endswith("s"):
+                seconds = float(text[:-1])
+                if seconds > 0:
+                    return Budget(seconds=seconds)
+            elif int(text) >= 0:
+                return Budget(trials=int(text))
+        except ValueError:
+            pass
+        raise OptionError(f"budget {text!r}: give a number of trials (200) or of seconds (60s)")
+
+
+def extract_tasks(model: Any, targets: Sequence[str], **options: Any) -> list[tuple[Backend, TuningTask]]:
+    """The distinct kernels of ``model`` (a path, ModelProto or Graph) for ``targets``, as the
+    compile would partition it, with the backend that builds each."""
+    session = Session(targets, options=options)
+    graph = model if not isinstance(model, (str, os.PathLike)) and hasattr(model, "nodes") else load_onnx(model)
+    graph = session.prepare(optimize(graph))
+    partition = session.partition(graph)
+    found: list[tuple[Backend, TuningTask]] = []
+    for _, name, subgraph in _units(graph, partition):
+        target = session.target(name)
+        found.extend((target.backend, t) for t in target.backend.tuning_tasks(subgraph, target))
+    merged = merge_tasks([t for _, t in found])
+    backends = {t.backend: b for b, t in found}
+    return [(backends[t.backend], t) for t in merged]
+
+
+def share(budget: int, weights: Sequence[float]) -> list[int]:
+    """``budget`` split in proportion to ``weights`` (largest remainders get the rest)."""
+    total = sum(weights)
+    if total <= 0 or budget <= 0:
+        return [0] * len(weights)
+    exact = [budget * w / total for w in weights]
+    parts = [int(e) for e in exact]
+    for i in sorted(range(len(exact)), key=lambda i: parts[i] - exact[i])[:budget - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: str | os.PathLike[str], *,
+         seed: int = 0, executor: Callable[[], Executor] | None = None, repeats: int = 5,
+         timeout_s: float = 60.0, log: Log | None = None) -> list[TaskResult]:
+    """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per task."""
+    say = log or (lambda line: None)
+    start = time.monotonic()
+    measurers: dict[str, Measurer] = {}
+    searches: list[TaskSearch] = []
+    try:
+        for index, (backend, task) in enumerate(tasks):
+            measurer = measurers.get(backend.name)
+            if measurer is None:
+                measurer = measurers[backend.name] = Measurer(backend, executor=executor, repeats=repeats,
+                                                              timeout_s=timeout_s, seed=seed)
+            search = TaskSearch(task, backend, measurer, seed + index)
+            trial = search.default()
+            _write(records, backend, task, trial)
+            say(f"task {index + 1}/{len(tasks)} {task.label}: default "
+                f"{_fmt(trial.seconds, task)} x{task.occurrences}, {search.space.size()} points")
+            searches.append(search)
+        weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
+                   for s in searches]
+        if budget.trials is not None:
+            plan = share(budget.trials, weights)
+            slices = [None] * len(searches)
+        else:
+            plan = [10**9 if w > 0 else 0 for w in weights]
+            left = (budget.seconds or 0.0) - (time.monotonic() - start)
+            slices = [max(0.0, left) * w / (sum(weights) or 1.0) for w in weights]
+        for index, (search, trials, seconds) in enumerate(zip(searches, plan, slices)):
+            if trials == 0:
+                continue
+            backend = measurers[search.task.backend].backend
+            deadline = None if seconds is None else time.monotonic() + seconds
+            task_start = time.monotonic()
+
+            def on_trial(result: TaskResult, index: int = index, trials: int = trials,
+                         deadline: float | None = deadline, task_start: float = task_start) -> None:
+                trial = result.trials[-1]
+                _write(records, backend, result.task, trial)
+                done = len(result.trials) - 1
+                elapsed = time.monotonic() - task_start
+                remaining = (deadline - time.monotonic() if deadline is not None
+                             else elapsed / done * (trials - done))
+                best = result.best
+                say(f"task {index + 1}/{len(searches)} trial {done}/{trials if deadline is None else '-'}: "
+                    f"{_fmt(trial.seconds, result.task) if trial.error is None else 'failed: ' + trial.error}; "
+                    f"best {_fmt(best.seconds if best else None, result.task)}; "
+                    f"elapsed {time.monotonic() - start:.0f} s, task left ~{max(0.0, remaining):.0f} s")
+
+            search.run(trials, deadline, on_trial)
+    finally:
+        for measurer in measurers.values():
+            measurer.close()
+    return [s.result for s in searches]
+
+
+def _write(path: str | os.PathLike[str], backend: Backend, task: TuningTask, trial: Trial) -> None:
+    append_records(path, [new_record(task.key, backend.name, trial.trace.to_json(), trial.seconds,
+                                     backend.tuning_machine(), task.label, trial.error)])
+
+
+def gflops(seconds: float | None, task: TuningTask) -> float | None:
+    """The task's GFLOP/s at ``seconds`` a run."""
+    return None if not seconds else task.flops / seconds / 1e9
+
+
+def _fmt(seconds: float | None, task: TuningTask) -> str:
+    if seconds is None:
+        return "failed"
+    return f"{seconds * 1e3:.3f} ms ({gflops(seconds, task):.1f} GFLOP/s)"
