@@ -2,7 +2,7 @@
 
 One module per family of subcommands, each registering its parsers:
 :mod:`.plugins` (``plugins``), :mod:`.model` (``inspect``, ``compile``,
-``partition``), :mod:`.run` (``run``, ``compare``), :mod:`.conformance`;
+``partition``), :mod:`.run` (``run``, ``compare``), :mod:`.conformance`, :mod:`.tune`;
 :mod:`.common` holds the model arguments and the model loading they all share.
 :mod:`.terminal` is how it talks to a person: the progress line (on a terminal,
 unless ``--quiet``), one-line warnings, and error messages in the command line's
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from hetero import __version__
-from hetero.cli import conformance, model, plugins, run
+from hetero.cli import conformance, model, plugins, run, tune
 from hetero.cli.common import UsageError
 from hetero.cli.terminal import cli_message, one_line_warnings, progress_reporter
 from hetero.errors import HeteroError
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_parsers(subs)
     run.add_parsers(subs)
     conformance.add_parser(subs)
+    tune.add_parser(subs)
     return parser
 
 

@@ -50,6 +50,9 @@ def add_parsers(subs: Any) -> None:
     comp.add_argument("--cache", metavar="DIR",
                       help="compile-cache folder (default $HETERO_CACHE_DIR when set): a part compiled "
                            "before with the same subgraph and options is loaded instead of compiled")
+    comp.add_argument("--records", metavar="FILE",
+                      help="tuning records (hetero tune -o): each kernel with a record made on this machine "
+                           "compiles with the fastest one")
     comp.add_argument("--timings", action="store_true",
                       help="print where the time went: each phase of the import, the core and every "
                            "backend, with its seconds and share")
@@ -152,7 +155,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
             load_plugins()
         graph = load_graph(args)
         exe = hetero.compile(graph, targets=target_names(args), passes=[], dump=args.dump, cache=args.cache,
-                             strict=args.strict, **placement(args), **quantize_options(args, graph), **options)
+                             records=args.records, strict=args.strict, **placement(args),
+                             **quantize_options(args, graph), **options)
         seconds = time.perf_counter() - start
         with stage("save"):
             exe.save(output)

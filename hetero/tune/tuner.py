@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
 
+# The compile's own units: tasks are the kernels a compile of the same session builds.
 from hetero.core.compiler import Session, _units
-from hetero.core.frontend import load_onnx
-from hetero.core.passes.pipeline import optimize
+from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend
 from hetero.tune.measure import Measurer
 from hetero.tune.records import append_records, new_record
@@ -53,15 +52,13 @@ class Budget:
         raise OptionError(f"budget {text!r}: give a number of trials (200) or of seconds (60s)")
 
 
-def extract_tasks(model: Any, targets: Sequence[str], **options: Any) -> list[tuple[Backend, TuningTask]]:
-    """The distinct kernels of ``model`` (a path, ModelProto or Graph) for ``targets``, as the
-    compile would partition it, with the backend that builds each."""
-    session = Session(targets, options=options)
-    graph = model if not isinstance(model, (str, os.PathLike)) and hasattr(model, "nodes") else load_onnx(model)
-    graph = session.prepare(optimize(graph))
-    partition = session.partition(graph)
+def extract_tasks(graph: Graph, session: Session) -> list[tuple[Backend, TuningTask]]:
+    """The distinct kernels of ``graph`` (optimised) for ``session``'s targets, partitioned as
+    its compile would, with the backend that builds each."""
+    prepared = session.prepare(graph)
+    partition = session.partition(prepared)
     found: list[tuple[Backend, TuningTask]] = []
-    for _, name, subgraph in _units(graph, partition):
+    for _, name, subgraph in _units(prepared, partition):
         target = session.target(name)
         found.extend((target.backend, t) for t in target.backend.tuning_tasks(subgraph, target))
     merged = merge_tasks([t for _, t in found])

@@ -1,0 +1,71 @@
+"""``hetero tune``: search schedules for a model's kernels and append the measurements to records.
+
+::
+
+    hetero tune light:squeezenet --targets llvm_cpu --budget 200 -o records.jsonl
+    hetero compile light:squeezenet --records records.jsonl
+
+Progress goes to stderr one line per trial (task i of N, trial, best GFLOP/s, elapsed,
+estimated remaining), so it reads the same in a terminal and in a log; at the end an
+HTML page plots best-so-far against trials per task (``-o``'s name with ``.html``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hetero.cli.common import (
+    add_model_arguments, add_placement_arguments, check_writable, load_graph, session, write_text,
+)
+
+
+def add_parser(subs: argparse._SubParsersAction) -> None:
+    """Register ``hetero tune``."""
+    tune = subs.add_parser("tune", help="search faster schedules for a model's kernels; write tuning records")
+    add_model_arguments(tune)
+    add_placement_arguments(tune)
+    tune.add_argument("--budget", default="64",
+                      help="trials to measure (200) or seconds to search (60s), shared among the tasks by "
+                           "occurrences x default time (default 64 trials)")
+    tune.add_argument("-o", "--output", required=True, metavar="RECORDS",
+                      help="JSON-lines records file to append to (hetero compile --records reads it)")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the search and of the measured inputs")
+    tune.add_argument("--repeats", type=int, default=5, help="timed runs per candidate; the median counts")
+    tune.add_argument("--timeout", type=float, default=60.0,
+                      help="seconds a candidate may take to build and run before it is failed")
+    tune.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Tune the model's tasks within the budget; write the records and the HTML report."""
+    from hetero.tune.report import html_report
+    from hetero.tune.tuner import Budget, extract_tasks, tune
+
+    budget = Budget.parse(args.budget)
+    check_writable(args.output, "-o/--output")
+    graph = load_graph(args)
+    tasks = extract_tasks(graph, session(args, graph))
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    machines = {b.name: b.tuning_machine() for b, _ in tasks}
+    where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
+    log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}")
+    results = tune(tasks, budget, args.output, seed=args.seed, repeats=args.repeats, timeout_s=args.timeout,
+                   log=log)
+    page = str(Path(args.output).with_suffix(".html"))
+    write_text(page, html_report(results, f"hetero tune {args.model}"), "-o/--output")
+    for r in results:
+        best, default = r.best, r.default_seconds
+        gain = f"{default / best.seconds:.2f}x" if best and default else "-"
+        print(f"{r.task.label}: x{r.task.occurrences}, default {_ms(default)}, best "
+              f"{_ms(best.seconds if best else None)} ({gain}, {len(r.trials) - 1} trials)")
+    print(f"records  {args.output}\nplot     {page}")
+    return 0
+
+
+def _ms(seconds: float | None) -> str:
+    return "failed" if seconds is None else f"{seconds * 1e3:.3f} ms"
