@@ -61,7 +61,8 @@ class Program:
                  constants: Mapping[str, np.ndarray], types: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> None:
         self.pool = pool
         self.inputs = inputs
-        self._held = {n: np.ascontiguousarray(a) for n, a in constants.items()}
+        # asarray, not ascontiguousarray: that makes a 0-d array 1-d.
+        self._held = {n: np.asarray(a, order="C") for n, a in constants.items()}
         self.types = dict(types)
         root: dict[str, str] = {}  # a view's value -> the value it views
         self.view_shapes: dict[str, tuple[int, ...]] = {}
