@@ -1,0 +1,110 @@
+"""Measurement isolation (a crashing and a hanging candidate fail their trials only) and a
+reproducible search with a fixed seed, through builders injected by the protocol."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+import hetero
+from hetero.core.compiler import Session
+from hetero.core.plugin.backend import Backend
+from hetero.plugins.llvm_cpu import tuning
+from hetero.tune.measure import Measurer
+from hetero.tune.search import TaskSearch
+from hetero.tune.space import SearchSpace
+from hetero.tune.tuner import extract_tasks
+
+from tune_nets import conv_net
+
+
+class InjectedBackend(Backend):
+    """llvm_cpu's replay; a measurement that aborts, hangs or returns a time made from the trace."""
+
+    name = "injected"
+    version = "0"
+    crash_at: int | None = None
+    hang_at: int | None = None
+
+    def compile(self, subgraph, target):
+        raise NotImplementedError
+
+    def load_artifact(self, artifact):
+        raise NotImplementedError
+
+    def tuning_replay(self, task, trace):
+        tuning.replay(task, trace)
+
+    def tuning_measure(self, task, trace, repeats, seed):
+        lanes = _lanes(trace)
+        if lanes == self.crash_at:
+            os.abort()  # as an LLVM assertion would
+        if lanes == self.hang_at:
+            time.sleep(3600)
+        # Deterministic: wider lanes are "faster", so the search's choices are reproducible.
+        return 1.0 / lanes + 1e-3 * len(trace.to_json()) % 7, [np.zeros(3, np.float32)]
+
+
+def _lanes(trace) -> int:
+    return next(i.decisions["factor"] for i in trace.instructions if i.kind == "pack")
+
+
+def _head():
+    graph = hetero.optimize(hetero.load_onnx(conv_net()))
+    session = Session(["llvm_cpu"], options={"num_threads": 1, "layout": "nchw"})
+    return next(t for _, t in extract_tasks(graph, session) if t.label.startswith("head"))
+
+
+def _traces_with_lanes(task, backend, values):
+    space = SearchSpace.from_trace(task.default_trace, lambda t: backend.tuning_replay(task, t))
+    i = next(k for k, knob in enumerate(space.knobs) if len(knob.targets) == 2)
+    return [space.trace(space.default[:i] + (v,) + space.default[i + 1:]) for v in values]
+
+
+def test_a_crashing_and_a_hanging_candidate_fail_and_the_run_goes_on():
+    backend = InjectedBackend()
+    backend.crash_at, backend.hang_at = 2, 4
+    task = _head()
+    traces = _traces_with_lanes(task, backend, [2, 5, 4, 10])
+    measurer = Measurer(backend, timeout_s=2.0, repeats=1)
+    try:
+        results = measurer.measure(task, traces)
+    finally:
+        measurer.close()
+    assert results[0].seconds is None and "died" in results[0].error
+    assert results[2].seconds is None and "died" in results[2].error
+    assert results[1].seconds is not None and results[3].seconds is not None
+    assert results[1].error is None and results[3].error is None
+
+
+def test_a_crash_inside_a_batch_fails_only_that_candidate():
+    backend = InjectedBackend()
+    backend.crash_at = 5
+    task = _head()
+    measurer = Measurer(backend, batch=2, timeout_s=5.0, repeats=1)
+    try:
+        results = measurer.measure(task, _traces_with_lanes(task, backend, [2, 5, 10]))
+    finally:
+        measurer.close()
+    assert [r.seconds is None for r in results] == [False, True, False]
+
+
+def test_the_same_seed_gives_the_same_search():
+    backend = InjectedBackend()
+    task = _head()
+
+    def run(seed: int) -> list:
+        measurer = Measurer(backend, repeats=1)
+        try:
+            search = TaskSearch(task, backend, measurer, seed)
+            search.default()
+            return [(t.point, t.seconds) for t in search.run(6).trials]
+        finally:
+            measurer.close()
+
+    first = run(3)
+    assert len(first) == 6  # the head's whole space (1 x 6 points): the search stops when it is spent
+    assert run(3) == first
+    assert len({p for p, _ in first}) == len(first)  # no point measured twice
