@@ -108,12 +108,17 @@ class TaskSearch:
         self.result.trials.append(trial)
         return trial
 
-    def run(self, trials: int, deadline: float | None = None, on_trial: OnTrial | None = None) -> TaskResult:
-        """Up to ``trials`` more trials (fewer when the space runs out or ``deadline``,
-        a :func:`time.monotonic` time, passes)."""
+    def run(self, trials: int | None, deadline: float | None = None,
+            on_trial: OnTrial | None = None) -> TaskResult:
+        """Up to ``trials`` more trials (None: no limit but ``deadline``, a
+        :func:`time.monotonic` time); fewer when the space runs out or the deadline passes."""
         if self._reference is None:
             return self.result  # the default failed: nothing to check candidates against
-        for _ in range(trials):
+        if trials is None and deadline is None:
+            raise ValueError("TaskSearch.run needs a number of trials or a deadline")
+        count = 0
+        while trials is None or count < trials:
+            count += 1
             if deadline is not None and time.monotonic() >= deadline:
                 break
             point = self._propose()

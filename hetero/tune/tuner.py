@@ -81,58 +81,65 @@ def share(budget: int, weights: Sequence[float]) -> list[int]:
 def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: str | os.PathLike[str], *,
          seed: int = 0, executor: Callable[[], Executor] | None = None, repeats: int = 5,
          timeout_s: float = 60.0, log: Log | None = None) -> list[TaskResult]:
-    """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per task."""
+    """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per
+    task. ``log`` receives one line per default and per trial."""
     say = log or (lambda line: None)
     start = time.monotonic()
     measurers: dict[str, Measurer] = {}
-    searches: list[TaskSearch] = []
     try:
+        searches = []
         for index, (backend, task) in enumerate(tasks):
-            measurer = measurers.get(backend.name)
-            if measurer is None:
-                measurer = measurers[backend.name] = Measurer(backend, executor=executor, repeats=repeats,
-                                                              timeout_s=timeout_s, seed=seed)
-            search = TaskSearch(task, backend, measurer, seed + index)
+            if backend.name not in measurers:
+                measurers[backend.name] = Measurer(backend, executor=executor, repeats=repeats,
+                                                   timeout_s=timeout_s, seed=seed)
+            search = TaskSearch(task, backend, measurers[backend.name], seed + index)
             trial = search.default()
             _write(records, backend, task, trial)
-            say(f"task {index + 1}/{len(tasks)} {task.label}: default "
-                f"{_fmt(trial.seconds, task)} x{task.occurrences}, {search.space.size()} points")
-            searches.append(search)
-        weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
-                   for s in searches]
-        if budget.trials is not None:
-            plan = share(budget.trials, weights)
-            slices = [None] * len(searches)
-        else:
-            plan = [10**9 if w > 0 else 0 for w in weights]
-            left = (budget.seconds or 0.0) - (time.monotonic() - start)
-            slices = [max(0.0, left) * w / (sum(weights) or 1.0) for w in weights]
-        for index, (search, trials, seconds) in enumerate(zip(searches, plan, slices)):
-            if trials == 0:
-                continue
-            backend = measurers[search.task.backend].backend
-            deadline = None if seconds is None else time.monotonic() + seconds
-            task_start = time.monotonic()
-
-            def on_trial(result: TaskResult, index: int = index, trials: int = trials,
-                         deadline: float | None = deadline, task_start: float = task_start) -> None:
-                trial = result.trials[-1]
-                _write(records, backend, result.task, trial)
-                done = len(result.trials) - 1
-                elapsed = time.monotonic() - task_start
-                remaining = (deadline - time.monotonic() if deadline is not None
-                             else elapsed / done * (trials - done))
-                best = result.best
-                say(f"task {index + 1}/{len(searches)} trial {done}/{trials if deadline is None else '-'}: "
-                    f"{_fmt(trial.seconds, result.task) if trial.error is None else 'failed: ' + trial.error}; "
-                    f"best {_fmt(best.seconds if best else None, result.task)}; "
-                    f"elapsed {time.monotonic() - start:.0f} s, task left ~{max(0.0, remaining):.0f} s")
-
-            search.run(trials, deadline, on_trial)
+            say(f"task {index + 1}/{len(tasks)} {task.label}: default {_fmt(trial.seconds, task)} "
+                f"x{task.occurrences}, {search.space.size()} points")
+            searches.append((backend, search))
+        _search(searches, budget, records, start, say)
     finally:
         for measurer in measurers.values():
             measurer.close()
-    return [s.result for s in searches]
+    return [search.result for _, search in searches]
+
+
+def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records: str | os.PathLike[str],
+            start: float, say: Log) -> None:
+    """Share ``budget`` among the searches by weight and run them, one line a trial."""
+    weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
+               for _, s in searches]
+    if budget.trials is not None:
+        plan: list[int | None] = list(share(budget.trials, weights))
+        slices: list[float | None] = [None] * len(searches)
+        end = None
+    else:
+        left = max(0.0, (budget.seconds or 0.0) - (time.monotonic() - start))
+        plan = [None if w > 0 else 0 for w in weights]
+        slices = [left * w / (sum(weights) or 1.0) for w in weights]
+        end = time.monotonic() + left
+    total = sum(p for p in plan if p is not None)
+    begun, done = time.monotonic(), [0]
+    for index, ((backend, search), trials, seconds) in enumerate(zip(searches, plan, slices)):
+        if trials == 0:
+            continue
+        deadline = None if seconds is None else time.monotonic() + seconds
+
+        def on_trial(result: TaskResult, index: int = index, trials: int | None = trials,
+                     backend: Backend = backend) -> None:
+            trial = result.trials[-1]
+            _write(records, backend, result.task, trial)
+            done[0] += 1
+            now = time.monotonic()
+            remaining = end - now if end is not None else (now - begun) / done[0] * (total - done[0])
+            best = result.best
+            outcome = _fmt(trial.seconds, result.task) if trial.error is None else f"failed ({trial.error})"
+            say(f"task {index + 1}/{len(searches)} trial {len(result.trials) - 1}/{trials or '-'}: {outcome}; "
+                f"best {_fmt(best.seconds if best else None, result.task)}; elapsed {now - start:.0f} s, "
+                f"~{max(0.0, remaining):.0f} s left")
+
+        search.run(trials, deadline, on_trial)
 
 
 def _write(path: str | os.PathLike[str], backend: Backend, task: TuningTask, trial: Trial) -> None:
