@@ -35,6 +35,9 @@ def add_parser(subs: argparse._SubParsersAction) -> None:
     tune.add_argument("--repeats", type=int, default=5, help="timed runs per candidate; the median counts")
     tune.add_argument("--timeout", type=float, default=60.0,
                       help="seconds a candidate may take to build and run before it is failed")
+    tune.add_argument("--confirm", type=int, default=3, metavar="ROUNDS",
+                      help="after each task's search, measure its default and fastest schedules this many "
+                           "more times in turn; the lowest median is kept (outside the budget; 0: none)")
     tune.set_defaults(func=cmd_tune)
 
 
@@ -55,14 +58,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
     log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}")
     results = tune(tasks, budget, args.output, seed=args.seed, repeats=args.repeats, timeout_s=args.timeout,
-                   log=log)
+                   confirm_rounds=args.confirm, log=log)
     page = str(Path(args.output).with_suffix(".html"))
     write_text(page, html_report(results, f"hetero tune {args.model}"), "-o/--output")
     for r in results:
-        best, default = r.best, r.default_seconds
-        gain = f"{default / best.seconds:.2f}x" if best and default else "-"
-        print(f"{r.task.label}: x{r.task.occurrences}, default {_ms(default)}, best "
-              f"{_ms(best.seconds if best else None)} ({gain}, {len(r.trials) - 1} trials)")
+        chosen, default = r.chosen, r.median_seconds(r.trials[0].point) if r.trials else None
+        gain = f"{default / chosen[1]:.2f}x" if chosen and default else "-"
+        print(f"{r.task.label}: x{r.task.occurrences}, default {_ms(default)}, chosen "
+              f"{_ms(chosen[1] if chosen else None)} ({gain}, {len(r.trials) - 1} trials, medians)")
     print(f"records  {args.output}\nplot     {page}")
     return 0
 

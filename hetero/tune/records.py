@@ -6,8 +6,8 @@ backend's :meth:`~hetero.core.plugin.backend.Backend.tuning_machine`), the heter
 version and the time. Appending never rewrites what is there, so several runs (and
 several models) share one file, and a crash loses at most the line being written.
 
-``hetero.compile(..., records=PATH)`` gives each backend the best trace per task
-(:func:`best_traces`) as its :data:`TUNED_OPTION` target option; a task with no
+``hetero.compile(..., records=PATH)`` gives each backend the trace per task with the
+lowest median time (:func:`best_traces`) as its :data:`TUNED_OPTION` target option; a task with no
 record compiles with its default schedule. Records made on another machine are used
 only with ``records_any_machine=True``: a schedule tuned for another CPU's caches
 and vectors can be slower than the default here.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -89,15 +90,16 @@ def same_machine(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def best_traces(records: Iterable[Record], backend: str, machine: Mapping[str, Any] | None) -> dict[str, str]:
-    """The fastest successful trace per task of ``backend``, as :data:`TUNED_OPTION` wants:
-    only records from ``machine`` unless it is None (any machine)."""
-    best: dict[str, Record] = {}
+    """The trace per task of ``backend`` with the lowest median of its successful
+    measurements, as :data:`TUNED_OPTION` wants: only records from ``machine`` unless it
+    is None (any machine). The median, not the fastest single record, so that one lucky
+    run on a loaded machine does not pick a schedule."""
+    times: dict[str, dict[str, list[float]]] = {}
     for record in records:
         if record.backend != backend or record.seconds is None:
             continue
         if machine is not None and not same_machine(record.machine, machine):
             continue
-        seen = best.get(record.task)
-        if seen is None or record.seconds < seen.seconds:  # type: ignore[operator]
-            best[record.task] = record
-    return {task: record.trace for task, record in sorted(best.items())}
+        times.setdefault(record.task, {}).setdefault(record.trace, []).append(record.seconds)
+    return {task: min(traces, key=lambda t: (statistics.median(traces[t]), t))
+            for task, traces in sorted(times.items())}

@@ -1,6 +1,6 @@
 """The end of ``hetero tune``: an HTML page with one SVG plot per task of best-so-far
 GFLOP/s against trials (drawn here: no plotting dependency), and a table of default
-against best."""
+against the chosen schedule's medians."""
 
 from __future__ import annotations
 
@@ -36,14 +36,14 @@ def svg_plot(result: TaskResult) -> str:
 
 
 def html_report(results: Sequence[TaskResult], title: str) -> str:
-    """The page: per task its label, default and best, and its plot."""
+    """The page: per task its label, default and chosen medians, and its plot."""
     rows = []
     for r in results:
-        best = r.best
-        default = r.default_seconds
-        gain = f"{default / best.seconds:.2f}x" if best and default and best.seconds else "-"
+        chosen = r.chosen
+        default = r.median_seconds(r.trials[0].point) if r.trials else None
+        gain = f"{default / chosen[1]:.2f}x" if chosen and default else "-"
         rows.append(f"<h2>{html.escape(r.task.label)}</h2><p>x{r.task.occurrences}; default "
-                    f"{_ms(default)}, best {_ms(best.seconds if best else None)} ({gain}) after "
+                    f"{_ms(default)}, chosen {_ms(chosen[1] if chosen else None)} ({gain}; medians) after "
                     f"{len(r.trials) - 1} trials</p>{svg_plot(r)}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
             f"<body><h1>{html.escape(title)}</h1>{''.join(rows)}</body></html>\n")

@@ -2,7 +2,9 @@
 
 Trials alternate between a uniformly random point and a one-knob mutation of the best
 point measured so far (the simplest evolutionary step), so the search both explores
-and climbs. Every point is replayed first: one that does not apply is drawn again and
+and climbs. Then :meth:`TaskSearch.confirm` measures the default and the fastest few
+again, in turn, and the lowest median wins: on a shared machine a single measurement
+can be off by 2x. Every point is replayed first: one that does not apply is drawn again and
 costs no trial; a point already measured is never measured twice. With a fixed seed
 and the same measurements, the same points are proposed in the same order.
 
@@ -14,6 +16,7 @@ valid points and measures the one it ranks fastest.
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,10 +56,12 @@ class Trial:
 
 @dataclass
 class TaskResult:
-    """A task's trials, the default's first."""
+    """A task's search trials, the default's first, and the confirmation rounds after
+    them (:meth:`TaskSearch.confirm`)."""
 
     task: TuningTask
     trials: list[Trial] = field(default_factory=list)
+    confirmations: list[Trial] = field(default_factory=list)
 
     @property
     def default_seconds(self) -> float | None:
@@ -68,6 +73,22 @@ class TaskResult:
         """The fastest successful trial."""
         done = [t for t in self.trials if t.seconds is not None]
         return min(done, key=lambda t: t.seconds) if done else None  # type: ignore[arg-type,return-value]
+
+    def median_seconds(self, point: Point) -> float | None:
+        """The median of every successful measurement of ``point``, search and confirmation."""
+        times = [t.seconds for t in self.trials + self.confirmations if t.point == point and t.seconds is not None]
+        return statistics.median(times) if times else None
+
+    @property
+    def chosen(self) -> tuple[Point, float] | None:
+        """The point the records will pick, with its median seconds: among the confirmed
+        points the lowest median (among all trials when none was confirmed)."""
+        pool = {t.point for t in self.confirmations} or {t.point for t in self.trials}
+        timed = [(m, p) for p in pool if (m := self.median_seconds(p)) is not None]
+        if not timed:
+            return None
+        seconds, point = min(timed)
+        return point, seconds
 
     def best_so_far(self) -> list[float | None]:
         """After each trial, the best seconds until then."""
@@ -133,6 +154,26 @@ class TaskSearch:
                 self.model.update(self.task, [trace], [trial.seconds])
             if on_trial is not None:
                 on_trial(self.result)
+        return self.result
+
+    def confirm(self, rounds: int, top: int, on_trial: OnTrial | None = None) -> TaskResult:
+        """Measure the default and the ``top`` fastest other points again, ``rounds`` times
+        in turn, so that one lucky measurement on a noisy machine does not decide: the
+        records pick the lowest median (:func:`~hetero.tune.records.best_traces`)."""
+        ranked = sorted((t for t in self.result.trials[1:] if t.seconds is not None), key=lambda t: t.seconds)
+        points = [self.space.default]
+        for trial in ranked:
+            if trial.point not in points and len(points) <= top:
+                points.append(trial.point)
+        if self._reference is None or len(points) < 2:
+            return self.result
+        traces = [self.task.default_trace] + [self.space.trace(p) for p in points[1:]]
+        for _ in range(rounds):
+            for point, trace in zip(points, traces):
+                m = self.measurer.measure(self.task, [trace])[0]
+                self.result.confirmations.append(self._judge(point, trace, m))
+                if on_trial is not None:
+                    on_trial(self.result)
         return self.result
 
     def _judge(self, point: Point, trace: Trace, m: Measurement) -> Trial:

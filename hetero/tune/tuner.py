@@ -5,7 +5,8 @@ must match, and its seconds x occurrences is the task's weight); those trials ar
 outside the budget. The budget, trials or seconds, is then shared among the tasks in
 proportion to their weights, so it goes where the model spends its time. Every trial
 is appended to the records file as it finishes, so an interrupted run keeps what it
-measured.
+measured. After each task's search its default and fastest points are measured again
+in turn, and the records pick the lowest median.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from hetero.tune.search import TaskResult, TaskSearch, Trial
 from hetero.tune.task import TuningTask, merge_tasks
 
 Log = Callable[[str], None]
+
+#: Points besides the default that each task measures again after its search: the
+#: fastest few, since on this project's shared 2-core host one measurement of a 0.1 ms
+#: kernel was seen 2x off an interleaved re-measurement of it.
+CONFIRM_TOP = 3
 
 
 @dataclass(frozen=True)
@@ -80,9 +86,11 @@ def share(budget: int, weights: Sequence[float]) -> list[int]:
 
 def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: str | os.PathLike[str], *,
          seed: int = 0, executor: Callable[[], Executor] | None = None, repeats: int = 5,
-         timeout_s: float = 60.0, log: Log | None = None) -> list[TaskResult]:
+         timeout_s: float = 60.0, confirm_rounds: int = 3, log: Log | None = None) -> list[TaskResult]:
     """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per
-    task. ``log`` receives one line per default and per trial."""
+    task. After its search, each task's default and :data:`CONFIRM_TOP` fastest points are
+    measured ``confirm_rounds`` more times in turn (outside the budget, like the defaults).
+    ``log`` receives one line per default, per trial and per confirmed task."""
     say = log or (lambda line: None)
     start = time.monotonic()
     measurers: dict[str, Measurer] = {}
@@ -98,7 +106,7 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
             say(f"task {index + 1}/{len(tasks)} {task.label}: default {_fmt(trial.seconds, task)} "
                 f"x{task.occurrences}, {search.space.size()} points")
             searches.append((backend, search))
-        _search(searches, budget, records, start, say)
+        _search(searches, budget, records, start, say, confirm_rounds)
     finally:
         for measurer in measurers.values():
             measurer.close()
@@ -106,7 +114,7 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
 
 
 def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records: str | os.PathLike[str],
-            start: float, say: Log) -> None:
+            start: float, say: Log, confirm_rounds: int) -> None:
     """Share ``budget`` among the searches by weight and run them, one line a trial."""
     weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
                for _, s in searches]
@@ -140,6 +148,16 @@ def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records:
                 f"~{max(0.0, remaining):.0f} s left")
 
         search.run(trials, deadline, on_trial)
+
+        def on_confirm(result: TaskResult, backend: Backend = backend) -> None:
+            _write(records, backend, result.task, result.confirmations[-1])
+
+        result = search.confirm(confirm_rounds, CONFIRM_TOP, on_confirm)
+        if result.confirmations:
+            chosen = result.chosen
+            default = result.median_seconds(search.space.default)
+            say(f"task {index + 1}/{len(searches)} confirmed ({confirm_rounds} rounds): default "
+                f"{_fmt(default, result.task)}, chosen {_fmt(chosen[1] if chosen else None, result.task)}")
 
 
 def _write(path: str | os.PathLike[str], backend: Backend, task: TuningTask, trial: Trial) -> None:

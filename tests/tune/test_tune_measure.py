@@ -108,3 +108,23 @@ def test_the_same_seed_gives_the_same_search():
     assert len(first) == 6  # the head's whole space (1 x 6 points): the search stops when it is spent
     assert run(3) == first
     assert len({p for p, _ in first}) == len(first)  # no point measured twice
+
+
+def test_confirmation_measures_the_default_and_the_fastest_again_and_picks_the_lowest_median():
+    backend = InjectedBackend()
+    task = _head()
+    measurer = Measurer(backend, repeats=1)
+    try:
+        search = TaskSearch(task, backend, measurer, 0)
+        search.default()
+        search.run(6)
+        result = search.confirm(2, 3)
+    finally:
+        measurer.close()
+    points = [t.point for t in result.confirmations]
+    assert len(points) == 2 * 4 and points[:4] == points[4:]  # the default and the 3 fastest, twice
+    assert points[0] == search.space.default
+    fastest = sorted(result.trials[1:], key=lambda t: t.seconds)[:3]
+    assert set(points[1:4]) == {t.point for t in fastest}
+    point, seconds = result.chosen
+    assert seconds == min(result.median_seconds(p) for p in set(points))
