@@ -92,8 +92,8 @@ def same_machine(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def best_traces(records: Iterable[Record], backend: str, machine: Mapping[str, Any] | None) -> dict[str, str]:
     """The trace per task of ``backend`` with the lowest median of its successful
     measurements, as :data:`TUNED_OPTION` wants: only records from ``machine`` unless it
-    is None (any machine). The median, not the fastest single record, so that one lucky
-    run on a loaded machine does not pick a schedule."""
+    is None (any machine). Only the traces measured most often compete, by their median,
+    so that one lucky run on a loaded machine does not pick a schedule."""
     times: dict[str, dict[str, list[float]]] = {}
     for record in records:
         if record.backend != backend or record.seconds is None:
@@ -101,5 +101,11 @@ def best_traces(records: Iterable[Record], backend: str, machine: Mapping[str, A
         if machine is not None and not same_machine(record.machine, machine):
             continue
         times.setdefault(record.task, {}).setdefault(record.trace, []).append(record.seconds)
-    return {task: min(traces, key=lambda t: (statistics.median(traces[t]), t))
-            for task, traces in sorted(times.items())}
+    return {task: _lowest_median(traces) for task, traces in sorted(times.items())}
+
+
+def _lowest_median(traces: Mapping[str, list[float]]) -> str:
+    """Among the traces measured most often (the confirmed ones: a trace timed once does
+    not compete with one timed in several rounds), the one of lowest median."""
+    most = max(len(t) for t in traces.values())
+    return min((t for t in traces if len(traces[t]) == most), key=lambda t: (statistics.median(traces[t]), t))
