@@ -75,7 +75,8 @@ class Session:
     one no target declares is an :class:`~hetero.errors.OptionError`). ``policy``,
     ``overrides`` and ``min_ratio`` go to the partitioner; ``strict``, ``quantize``
     and ``calibration_method`` are as in :func:`compile_model`; ``cache`` names a
-    compile-cache folder.
+    compile-cache folder; ``records`` and ``records_any_machine`` give the targets their
+    tuned schedules, as in :func:`compile_model`.
 
     >>> session = Session(["my_npu"], options={"my_npu_sram_kib": 64})   # doctest: +SKIP
     >>> part = session.partition(session.prepare(graph))               # doctest: +SKIP

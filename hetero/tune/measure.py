@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -58,11 +59,15 @@ class Measurement:
 def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repeats: int, seed: int,
                        timeout_s: float) -> tuple[float, list[np.ndarray]]:
     """A worker's measurement of one candidate, killed by its own alarm at ``timeout_s``."""
+    trace = Trace.from_json(trace_json)
+    if threading.current_thread() is not threading.main_thread():
+        # An executor that runs work on threads (a Dask worker's): its own timeouts serve.
+        return backend.tuning_measure(task, trace, repeats, seed)
     # SIG_DFL: the kernel ends the process, whatever code (Python or C++) it is in.
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(round(timeout_s))))
     try:
-        return backend.tuning_measure(task, Trace.from_json(trace_json), repeats, seed)
+        return backend.tuning_measure(task, trace, repeats, seed)
     finally:
         signal.alarm(0)
 

@@ -29,7 +29,7 @@ from hetero.errors import ScheduleError
 MAX_FACTOR = 64
 
 #: (instruction index, decision name, position in a list decision or None)
-Target = tuple[int, str, int | None]
+DecisionRef = tuple[int, str, int | None]
 #: A point of the space: one value per knob, in knob order.
 Point = tuple[int, ...]
 
@@ -40,7 +40,7 @@ class Knob:
     it may take, and its value in the default trace."""
 
     name: str
-    targets: tuple[Target, ...]
+    targets: tuple[DecisionRef, ...]
     values: tuple[int, ...]
     default: int
 
@@ -70,7 +70,7 @@ def _knobs(trace: Trace) -> list[Knob]:
     return knobs
 
 
-def _block(trace: Trace, target: Target) -> str:
+def _block(trace: Trace, target: DecisionRef) -> str:
     ref = trace.instructions[target[0]].inputs[0]
     return getattr(ref, "block", getattr(ref, "name", ""))
 
@@ -140,7 +140,7 @@ class SearchSpace:
         return trace
 
     @staticmethod
-    def _set(trace: Trace, targets: tuple[Target, ...], value: int) -> Trace:
+    def _set(trace: Trace, targets: tuple[DecisionRef, ...], value: int) -> Trace:
         changes: dict[int, dict[str, object]] = {}
         for k, name, position in targets:
             old = changes.get(k, {}).get(name, trace.instructions[k].decisions[name])
