@@ -11,7 +11,7 @@ the rows of a table add up to the wall time recorded and each share says what th
 phase alone cost.
 
 >>> with timing.recording() as times:                            # doctest: +SKIP
-...     exe = hetero.compile(graph, targets=["llvm_cpu"])
+...     exe = hetero.compile(graph, targets=targets)
 >>> print(times.table())                                         # doctest: +SKIP
 
 The recorder is context-local (a :class:`contextvars.ContextVar`): threads that did
