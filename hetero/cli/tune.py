@@ -43,8 +43,8 @@ def add_parser(subs: argparse._SubParsersAction) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune the model's tasks within the budget; write the records and the HTML report."""
-    from hetero.tune.report import html_report
-    from hetero.tune.tuner import Budget, extract_tasks, tune
+    from hetero.core.schedule.tune.report import html_report
+    from hetero.core.schedule.tune.tuner import Budget, extract_tasks, tune
 
     budget = Budget.parse(args.budget)
     check_writable(args.output, "-o/--output")

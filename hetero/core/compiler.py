@@ -53,7 +53,7 @@ from hetero.core.runtime.executable import (
 from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
 from hetero.core.staging import StagedExecutable
-from hetero.tune.records import TUNED_OPTION, best_traces, load_records
+from hetero.core.schedule.tune.records import TUNED_OPTION, best_traces, load_records
 from hetero.errors import (
     DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
     UnsupportedOpError,
@@ -237,7 +237,7 @@ def _route_records(routed: dict[str, dict[str, Any]], selected: Sequence[Backend
                    records: str | os.PathLike[str], any_machine: bool) -> None:
     """Give each selected backend that takes tuned schedules the best trace per task in
     ``records``, made on this machine unless ``any_machine``; a backend's own
-    :data:`~hetero.tune.records.TUNED_OPTION`, when the user set it, wins."""
+    :data:`~hetero.core.schedule.tune.records.TUNED_OPTION`, when the user set it, wins."""
     stored = load_records(records)
     for backend in selected:
         if any(o.name == TUNED_OPTION for o in backend.options):

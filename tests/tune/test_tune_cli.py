@@ -7,7 +7,7 @@ import json
 import onnx
 
 from hetero.cli import main
-from hetero.tune.records import load_records
+from hetero.core.schedule.tune.records import load_records
 
 from tune_nets import conv_net
 

@@ -7,9 +7,9 @@ import numpy as np
 
 import hetero
 from hetero.core.compiler import Session
-from hetero.tune.records import append_records, new_record
-from hetero.tune.space import SearchSpace, valid_point
-from hetero.tune.tuner import extract_tasks
+from hetero.core.schedule.tune.records import append_records, new_record
+from hetero.core.schedule.tune.space import SearchSpace, valid_point
+from hetero.core.schedule.tune.tuner import extract_tasks
 
 from tune_nets import conv_net
 

@@ -12,10 +12,10 @@ import hetero
 from hetero.core.compiler import Session
 from hetero.core.plugin.backend import Backend
 from hetero.plugins.llvm_cpu import tuning
-from hetero.tune.measure import Measurer
-from hetero.tune.search import TaskSearch
-from hetero.tune.space import SearchSpace
-from hetero.tune.tuner import extract_tasks
+from hetero.core.schedule.tune.measure import Measurer
+from hetero.core.schedule.tune.search import TaskSearch
+from hetero.core.schedule.tune.space import SearchSpace
+from hetero.core.schedule.tune.tuner import extract_tasks
 
 from tune_nets import conv_net
 

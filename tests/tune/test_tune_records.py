@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hetero.errors import DamagedFileError
-from hetero.tune.records import append_records, best_traces, load_records, new_record
+from hetero.core.schedule.tune.records import append_records, best_traces, load_records, new_record
 
 HERE = {"name": "znver5", "cores": 2}
 THERE = {"name": "neoverse-v2", "cores": 64}

@@ -7,8 +7,8 @@ import random
 import hetero
 from hetero.core.compiler import Session
 from hetero.errors import ScheduleError
-from hetero.tune.space import SearchSpace, valid_point
-from hetero.tune.tuner import extract_tasks
+from hetero.core.schedule.tune.space import SearchSpace, valid_point
+from hetero.core.schedule.tune.tuner import extract_tasks
 
 import pytest
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hetero
 from hetero.core.compiler import Session
-from hetero.tune.tuner import extract_tasks, share
+from hetero.core.schedule.tune.tuner import extract_tasks, share
 
 from tune_nets import conv_net
 

@@ -53,7 +53,7 @@ from hetero.errors import HeteroError, PluginError, did_you_mean
 
 if TYPE_CHECKING:
     from hetero.core.schedule import Trace
-    from hetero.tune.task import TuningTask
+    from hetero.core.schedule.tune.task import TuningTask
 
 #: The version of the contract below. 2: ``supports``, ``estimate``, ``compile`` and
 #: pattern checks take the backend's :class:`~hetero.core.plugin.target.Target`;
@@ -274,11 +274,11 @@ class Backend(ABC):
     def load_artifact(self, artifact: bytes) -> CompiledPart:
         """Rebuild the part whose :attr:`CompiledPart.artifact` is ``artifact``."""
 
-    # -- auto-tuning (hetero.tune): a backend that schedules with traces implements these --
+    # -- auto-tuning (hetero.core.schedule.tune): a backend that schedules with traces implements these --
 
     def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:
         """The distinct kernels :meth:`compile` would build for ``subgraph``, one
-        :class:`~hetero.tune.task.TuningTask` each (equal kernels one task, its
+        :class:`~hetero.core.schedule.tune.task.TuningTask` each (equal kernels one task, its
         occurrences counted); by default none: the backend is not tunable."""
         return []
 

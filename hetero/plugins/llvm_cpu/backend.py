@@ -37,8 +37,8 @@ from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_features
 from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 from hetero.plugins.llvm_cpu import tuning
-from hetero.tune.records import TUNED_OPTION
-from hetero.tune.task import TuningTask
+from hetero.core.schedule.tune.records import TUNED_OPTION
+from hetero.core.schedule.tune.task import TuningTask
 
 VERSION = "0.1.0"
 

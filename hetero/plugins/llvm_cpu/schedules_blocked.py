@@ -27,6 +27,7 @@ from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.nests import reduction_nest
+from hetero.plugins.llvm_cpu.schedules_tiled import parallelize_outer
 
 #: Most output-channel blocks in one tile: past four, each broadcast input feeds more
 #: weight vectors than the registers leave room for rows.
@@ -36,8 +37,6 @@ MAX_BLOCKS = 4
 #: 16-accumulator tiles (8 x 2 at 56 columns) ran 1.2-1.4x faster than 28 (28 x 1, 14 x 2),
 #: which spill.
 ACCUMULATOR_SHARE = 0.5
-#: Parallel chunks per thread worth splitting across cores (as the other tiles).
-CHUNKS_PER_THREAD = 4
 
 
 @dataclass(frozen=True)
@@ -113,16 +112,4 @@ def schedule_blocked(sch: Schedule, block_name: str, plan: BlockedPlan, threads:
         sch.unroll(LoopRef(block_name, row_inner.name + suffix))
         sch.vectorize(LoopRef(block_name, lane.name + suffix))
     if threads > 1:
-        _parallelize_outer(sch, outer, threads)
-
-
-def _parallelize_outer(sch: Schedule, outer: list[LoopRef], threads: int) -> None:
-    """Fuse the leading tile loops until there is work for every thread; run it in parallel."""
-    fused, work = outer[0], sch.extent(outer[0])
-    for loop in outer[1:]:
-        if work >= CHUNKS_PER_THREAD * threads:
-            break
-        work *= sch.extent(loop)
-        fused = sch.fuse(fused, loop)
-    if work >= 2:
-        sch.parallel(fused)
+        parallelize_outer(sch, outer, threads)

@@ -188,7 +188,7 @@ def schedule_tiled(sch: Schedule, block_name: str, plan: TilePlan, threads: int,
         if suffix != "_store" or not _guarded_store(sch.func, block_name):
             sch.vectorize(LoopRef(block_name, lane_inner.name + suffix))
     if threads > 1:
-        _parallelize_outer(sch, outer, threads)
+        parallelize_outer(sch, outer, threads)
 
 
 def _guarded_store(func: PrimFunc, block_name: str) -> bool:
@@ -197,7 +197,7 @@ def _guarded_store(func: PrimFunc, block_name: str) -> bool:
     return any(isinstance(s, IfThenElse) for s in walk(node_at(func.body, path)))
 
 
-def _parallelize_outer(sch: Schedule, outer: list[LoopRef], threads: int) -> None:
+def parallelize_outer(sch: Schedule, outer: list[LoopRef], threads: int) -> None:
     """Fuse the leading tile loops until there is work for every thread; run it in parallel."""
     fused, work = outer[0], sch.extent(outer[0])
     for loop in outer[1:]:

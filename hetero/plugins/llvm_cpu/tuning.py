@@ -1,4 +1,5 @@
-"""llvm_cpu's side of auto-tuning (:mod:`hetero.tune`): its tasks, replays, measurements and tuned compiles.
+"""llvm_cpu's side of auto-tuning (:mod:`hetero.core.schedule.tune`): its tasks, replays,
+measurements and tuned compiles.
 
 A task is one kernel step's lowered function; its key hashes the JIT cache's structural
 key of that function with canonical names (:func:`~hetero.plugins.llvm_cpu.jit.structural_key`: equal up to
@@ -38,7 +39,7 @@ from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
-from hetero.tune.task import TuningTask, merge_tasks
+from hetero.core.schedule.tune.task import TuningTask, merge_tasks
 
 
 @dataclass(frozen=True)

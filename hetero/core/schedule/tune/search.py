@@ -24,9 +24,9 @@ from typing import Protocol
 
 from hetero.core.plugin.backend import Backend
 from hetero.core.schedule import Trace
-from hetero.tune.measure import Measurement, Measurer, matches
-from hetero.tune.space import Point, SearchSpace, valid_point
-from hetero.tune.task import TuningTask
+from hetero.core.schedule.tune.measure import Measurement, Measurer, matches
+from hetero.core.schedule.tune.space import Point, SearchSpace, valid_point
+from hetero.core.schedule.tune.task import TuningTask
 
 #: Draws tried for one new valid, unmeasured point before the space counts as exhausted.
 MAX_DRAWS = 200
@@ -159,7 +159,7 @@ class TaskSearch:
     def confirm(self, rounds: int, top: int, on_trial: OnTrial | None = None) -> TaskResult:
         """Measure the default and the ``top`` fastest other points again, ``rounds`` times
         in turn, so that one lucky measurement on a noisy machine does not decide: the
-        records pick the lowest median (:func:`~hetero.tune.records.best_traces`)."""
+        records pick the lowest median (:func:`~hetero.core.schedule.tune.records.best_traces`)."""
         ranked = sorted((t for t in self.result.trials[1:] if t.seconds is not None), key=lambda t: t.seconds)
         points = [self.space.default]
         for trial in ranked:

@@ -1,7 +1,7 @@
 """Tuning tasks: the distinct kernels a backend compiles for a model.
 
 A task is one kernel function before scheduling, named by a key the backend derives
-from its structure and the options that shape its schedule (llvm_cpu: the JIT cache's
+from its structure and the options that shape its schedule (the CPU backend: its JIT cache's
 structural key of the lowered function and the thread count), so the equal
 convolutions of ResNet-50's bottlenecks are one task, and records made on one model
 serve another with the same kernels. Its weight, occurrences x the default schedule's

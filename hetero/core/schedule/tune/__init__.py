@@ -9,13 +9,13 @@ A backend that can be tuned implements the small protocol of
 - :mod:`.measure`: candidates built and timed in worker processes, with timeouts, so a
   crash or a hang is a failed trial, not a failed run;
 - :mod:`.search`: seeded random sampling plus mutation of the best so far (the seam for
-  a learned cost model is :class:`~hetero.tune.search.CostModel`);
+  a learned cost model is :class:`~hetero.core.schedule.tune.search.CostModel`);
 - :mod:`.records`: the append-only JSON-lines database that ``hetero.compile(records=...)``
   reads back;
 - :mod:`.tuner`: ``hetero tune``'s driver; :mod:`.report`: its HTML/SVG plot.
 """
 
-from hetero.tune.records import Record, best_traces, load_records
-from hetero.tune.task import TuningTask
+from hetero.core.schedule.tune.records import Record, best_traces, load_records
+from hetero.core.schedule.tune.task import TuningTask
 
 __all__ = ["Record", "TuningTask", "best_traces", "load_records"]

@@ -29,7 +29,7 @@ import numpy as np
 
 from hetero.core.plugin.backend import Backend
 from hetero.core.schedule import Trace
-from hetero.tune.task import TuningTask
+from hetero.core.schedule.tune.task import TuningTask
 
 #: Seconds a candidate may take to build and run its repeats: a kernel's LLVM compile is
 #: about half a second here, a ResNet-50 convolution's run some milliseconds.

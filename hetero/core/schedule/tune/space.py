@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from hetero.core.schedule import Trace
 from hetero.errors import ScheduleError
 
-#: Largest value a knob takes: llvm_cpu's widest vectorized loop (codegen's 64 lanes) and
+#: Largest value a knob takes: the CPU codegen's widest vectorized loop (64 lanes) and
 #: more rows than any register file holds; past it a tile only lengthens unrolled code.
 MAX_FACTOR = 64
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from hetero.tune.search import TaskResult
-from hetero.tune.tuner import gflops
+from hetero.core.schedule.tune.search import TaskResult
+from hetero.core.schedule.tune.tuner import gflops
 
 #: Plot size in pixels, and the margin for the axes' labels.
 WIDTH, HEIGHT, MARGIN = 480, 220, 40

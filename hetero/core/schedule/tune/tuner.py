@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from hetero.core.compiler import Session, _units
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend
-from hetero.tune.measure import Measurer
-from hetero.tune.records import append_records, new_record
-from hetero.tune.search import TaskResult, TaskSearch, Trial
-from hetero.tune.task import TuningTask, merge_tasks
+from hetero.core.schedule.tune.measure import Measurer
+from hetero.core.schedule.tune.records import append_records, new_record
+from hetero.core.schedule.tune.search import TaskResult, TaskSearch, Trial
+from hetero.core.schedule.tune.task import TuningTask, merge_tasks
 
 Log = Callable[[str], None]
 
