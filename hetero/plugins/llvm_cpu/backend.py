@@ -29,6 +29,9 @@ from hetero.core.passes.layout import block_layout
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.schedule import Trace
+from hetero.core.schedule.tune.records import TUNED_OPTION
+from hetero.core.schedule.tune.task import TuningTask
+from hetero.plugins.llvm_cpu import tuning
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
@@ -36,11 +39,10 @@ from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_features
 from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
-from hetero.plugins.llvm_cpu import tuning
-from hetero.core.schedule.tune.records import TUNED_OPTION
-from hetero.core.schedule.tune.task import TuningTask
 
-VERSION = "0.1.0"
+#: Part of every compile-cache key: 0.2 artifacts have packed stage entries for the
+#: native runtime, which 0.1's lack, so their entries are never asked for again.
+VERSION = "0.2.0"
 
 
 

@@ -132,7 +132,9 @@ class CompiledKernel:
         self.module: JitModule = module
         self.num_threads = num_threads or os.cpu_count() or 1
         self.last_launches: tuple[tuple[str, tuple[Chunk, ...]], ...] = ()
-        self._chunks: dict[tuple[str, int], list[Chunk]] = {}
+        #: Per stage, its symbol and the chunks every call cuts its range into.
+        self.launch_plan: tuple[tuple[str, tuple[Chunk, ...]], ...] = tuple(
+            (e.symbol, tuple(chunks(e.extent, self._chunk_count(e)))) for e, _ in module.entries)
         self._pool = native_pool()
         self._packed: tuple[int, ...] = ()
         if self._pool is not None:
@@ -145,10 +147,10 @@ class CompiledKernel:
     def launches(self, arguments: int) -> list[Launch]:
         """The native runtime's records of one call, each stage's packed entry reading its
         buffers from the pointer array at address ``arguments``."""
-        return [Launch(packed, arguments, entry.extent, self.chunk_count(entry))
-                for packed, (entry, _) in zip(self._packed, self.module.entries)]
+        return [Launch(packed, arguments, entry.extent, len(parts))
+                for packed, (entry, _), (_, parts) in zip(self._packed, self.module.entries, self.launch_plan)]
 
-    def chunk_count(self, entry: Entry) -> int:
+    def _chunk_count(self, entry: Entry) -> int:
         """How many pieces a call cuts ``entry``'s range into."""
         if not entry.parallel or self.num_threads == 1:
             return 1
@@ -196,30 +198,22 @@ class CompiledKernel:
         built them to the parameters' shapes and dtypes, C-contiguous, outputs fresh."""
         spaces = [np.zeros(max(w.size, 1), w.dtype) for w in self.module.workspaces]
         pointers = [a.ctypes.data for a in arrays] + [w.ctypes.data for w in spaces]
-        launches = []
         if self._pool is not None:
             self._pool.ensure(self.num_threads)
             table = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
-            for record, (entry, _) in zip(self.launches(ctypes.addressof(table)), self.module.entries):
+            for record in self.launches(ctypes.addressof(table)):
                 self._pool.parallel(record.fn, record.args, record.extent, record.chunks)
-                launches.append((entry.symbol, tuple(chunks(entry.extent, record.chunks))))
-            self.last_launches = tuple(launches)
-            return
-        for entry, fn in self.module.entries:
-            key = (entry.symbol, self.num_threads)
-            parts = self._chunks.get(key)
-            if parts is None:
-                parts = self._chunks[key] = chunks(entry.extent, self.chunk_count(entry))
-            if len(parts) == 1:
-                fn(*parts[0], *pointers)
-            else:
+        else:
+            for (_, fn), (_, parts) in zip(self.module.entries, self.launch_plan):
+                if len(parts) == 1:
+                    fn(*parts[0], *pointers)
+                    continue
                 # The calling thread takes the first chunk itself: one hand-off fewer.
                 futures = [_pool(self.num_threads).submit(fn, lo, hi, *pointers) for lo, hi in parts[1:]]
                 fn(*parts[0], *pointers)
                 for future in futures:
                     future.result()
-            launches.append((entry.symbol, tuple(parts)))
-        self.last_launches = tuple(launches)
+        self.last_launches = self.launch_plan
 
     def _check(self, buffer: Buffer, array: np.ndarray) -> np.ndarray:
         where = f"kernel {self.name}: {buffer.name}"

@@ -30,7 +30,7 @@ from hetero.core.runtime.archive import constants_member, open_zip, read_constan
 from hetero.core.runtime.device import HOST
 from hetero.errors import CodegenError, DamagedFileError, InputError
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
-from hetero.plugins.llvm_cpu.program import Program, workspace_layout
+from hetero.plugins.llvm_cpu.program import ALIGNMENT, Program, workspace_layout
 from hetero.plugins.llvm_cpu.runtime import native_pool
 from hetero.plugins.llvm_cpu.target import host_cpu
 
@@ -53,9 +53,6 @@ class Step:
 #: Where a kernel's output goes: its arena offset (None: allocated apart), its bytes,
 #: shape and dtype.
 _Slot = tuple[int | None, int, tuple[int, ...], np.dtype]
-
-#: Arena offsets are multiples of this, and so is the arena's address: a cache line.
-ALIGNMENT = 64
 
 
 class LlvmCpuPart:

@@ -27,13 +27,13 @@ import numpy as np
 
 from hetero.core.ir.opdef import index_problem
 from hetero.errors import InputError
-from hetero.plugins.llvm_cpu.kernel import chunks
 from hetero.plugins.llvm_cpu.runtime import NativePool
 
 #: Base index of absolute addresses (constants), the run's arena and its workspace region;
-#: inputs, then values allocated apart, follow.
-ABSOLUTE, ARENA, WORKSPACE = 0, 1, 2
-#: Workspace offsets are multiples of this: a cache line.
+#: inputs, then values allocated apart, follow from FIRST_OWN.
+ABSOLUTE, ARENA, WORKSPACE, FIRST_OWN = 0, 1, 2, 3
+#: Arena and workspace offsets are multiples of this, and so are the regions'
+#: addresses: a cache line.
 ALIGNMENT = 64
 
 #: A run-time index check: (value, axis, size, wraps).
@@ -74,7 +74,7 @@ class Program:
         apart: list[str] = []
         where: dict[str, tuple[int, int]] = {}
         for name in inputs:
-            where[name] = (3 + len(where), 0)
+            where[name] = (FIRST_OWN + len(where), 0)
         for name, array in self._held.items():
             where.setdefault(name, (ABSOLUTE, array.ctypes.data))
         for step, step_slots in zip(steps, slots):
@@ -83,7 +83,7 @@ class Program:
             for name, (offset, *_rest) in zip(step.outputs, step_slots):
                 if offset is None:
                     apart.append(name)
-                    where[name] = (3 + len(inputs) + len(apart) - 1, 0)
+                    where[name] = (FIRST_OWN + len(inputs) + len(apart) - 1, 0)
                 else:
                     where[name] = (ARENA, offset)
         self.apart = tuple(apart)
@@ -94,8 +94,7 @@ class Program:
         segments: list[Segment] = []
         pending: list[tuple[str, Check]] = []
         self.record_steps: list[tuple[str, int, int]] = []  # (step name, first record, end)
-        # What each kernel's last_launches says after a run, as after its own call.
-        self._launched: list[tuple[Any, tuple[tuple[str, tuple[tuple[int, int], ...]], ...]]] = []
+        self._kernels: list[Any] = []  # whose last_launches a run sets, as their own call would
         self.workspace_bytes = 0
         computed: set[str] = set()
         start = 0
@@ -117,12 +116,9 @@ class Program:
             offsets += places
             self.workspace_bytes = max(self.workspace_bytes, space)
             first = len(records)
-            launched = []
-            for launch, (entry, _) in zip(step.kernel.launches(table_at * 8), step.kernel.module.entries):
-                records.append((launch.fn, launch.args, launch.extent, launch.chunks))
-                launched.append((entry.symbol, tuple(chunks(launch.extent, launch.chunks))))
+            records += [(r.fn, r.args, r.extent, r.chunks) for r in step.kernel.launches(table_at * 8)]
             self.record_steps.append((step.name, first, len(records)))
-            self._launched.append((step.kernel, tuple(launched)))
+            self._kernels.append(step.kernel)
             computed.update(step.outputs)
         segments.append(Segment(tuple(pending), start, len(records)))
         self.segments = tuple(segments)
@@ -146,12 +142,12 @@ class Program:
         env.update({n: inputs[n] for n in self.inputs})
         for name in self.apart:
             env[name] = allocate_apart(*self.types[name])
-        bases = np.empty(3 + len(self.inputs) + len(self.apart), np.int64)
+        bases = np.empty(FIRST_OWN + len(self.inputs) + len(self.apart), np.int64)
         bases[ABSOLUTE] = 0
         bases[ARENA] = 0 if arena is None else arena.ctypes.data
         bases[WORKSPACE] = workspace.ctypes.data
         for k, name in enumerate((*self.inputs, *self.apart)):
-            bases[3 + k] = env[name].ctypes.data
+            bases[FIRST_OWN + k] = env[name].ctypes.data
         table = bases[self._kinds] + self._offsets
         records = self._records.copy()
         if len(records):
@@ -167,10 +163,8 @@ class Program:
                                   ns[segment.start:].ctypes.data)
         seconds = (np.add.reduceat(ns, self._step_starts) * 1e-9).tolist() if len(ns) else []
         profile = list(zip(self._step_names, seconds))
-        for kernel, launched in self._launched:
-            kernel.last_launches = launched
-        # The tables must outlive the call above; keep them alive until here.
-        del table, records
+        for kernel in self._kernels:
+            kernel.last_launches = kernel.launch_plan
         return env, profile
 
     def array(self, name: str, env: Mapping[str, np.ndarray], arena: np.ndarray | None) -> np.ndarray:

@@ -87,6 +87,17 @@ define internal void @relax() {
   ret void
 }
 
+; Piece k of `chunks` near-equal pieces of range(extent): fn(extent*k/chunks, extent*(k+1)/chunks).
+define internal void @run_piece(ptr %fn, ptr %args, i64 %extent, i64 %chunks, i64 %k) {
+  %a = mul i64 %extent, %k
+  %lo = udiv i64 %a, %chunks
+  %k1 = add i64 %k, 1
+  %b = mul i64 %extent, %k1
+  %hi = udiv i64 %b, %chunks
+  call void %fn(i64 %lo, i64 %hi, ptr %args)
+  ret void
+}
+
 ; Claim and run chunks of job `gen` until it has none left (or a later job replaced it).
 define internal void @run_chunks(i64 %gen) {
 entry:
@@ -111,12 +122,7 @@ work:
   %fn = load ptr, ptr @job_fn
   %args = load ptr, ptr @job_args
   %extent = load i64, ptr @job_extent
-  %a = mul i64 %extent, %n
-  %lo = udiv i64 %a, %chunks
-  %n1 = add i64 %n, 1
-  %b = mul i64 %extent, %n1
-  %hi = udiv i64 %b, %chunks
-  call void %fn(i64 %lo, i64 %hi, ptr %args)
+  call void @run_piece(ptr %fn, ptr %args, i64 %extent, i64 %chunks, i64 %n)
   atomicrmw add ptr @done, i64 1 release
   br label %claim
 out:
@@ -197,12 +203,8 @@ lock:
   br i1 %taken, label %serial, label %publish
 serial:
   %k = phi i64 [ 0, %lock ], [ %k1, %serial ]
-  %a = mul i64 %extent, %k
-  %lo = udiv i64 %a, %chunks
+  call void @run_piece(ptr %fn, ptr %args, i64 %extent, i64 %chunks, i64 %k)
   %k1 = add i64 %k, 1
-  %b = mul i64 %extent, %k1
-  %hi = udiv i64 %b, %chunks
-  call void %fn(i64 %lo, i64 %hi, ptr %args)
   %last = icmp eq i64 %k1, %chunks
   br i1 %last, label %serial_out, label %serial
 serial_out:
