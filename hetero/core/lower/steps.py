@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetero.core.ir.graph import Graph, Node
-from hetero.core.lower.registry import group_outputs
+from hetero.core.ir.tir import PrimFunc
+from hetero.core.lower.registry import group_outputs, lower_group, lower_node
 from hetero.core.memory import schedule_steps
 
 #: Ops that only rename a C-contiguous array's shape.
@@ -48,6 +49,12 @@ class KernelStep:
     def names(self) -> tuple[str, ...]:
         """The names of the nodes it computes."""
         return tuple(n.name for n in self.members)
+
+    def lower(self) -> PrimFunc:
+        """The kernel step's tensor-IR function: its group lowered as one (named after the
+        anchor), or its one node."""
+        members = list(self.members)
+        return lower_group(members, self.node.name) if len(members) > 1 else lower_node(self.node)
 
 
 def kernel_steps(graph: Graph, view_ops: Collection[str] = VIEW_OPS) -> list[KernelStep]:

@@ -26,7 +26,7 @@ from hetero.core import progress
 from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower import is_lowerable, lower_node
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support, roofline
@@ -155,8 +155,7 @@ class CudaBackend(Backend):
             if step.view is not None:
                 steps.append(Step(step.label, step.inputs, step.outputs, step.names, view=step.view))
                 continue
-            members = list(step.members)
-            func = lower_group(members, step.node.name) if len(members) > 1 else lower_node(step.node)
+            func = step.lower()
             canonical = canonical_names(func)
             try:
                 if canonical.name not in built:

@@ -43,7 +43,7 @@ from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower import is_lowerable, lower_node
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin.backend import Backend, Support, roofline
@@ -201,9 +201,7 @@ class FpgaHlsBackend(Backend):
             if step.view is not None:
                 steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, view=step.view))
                 continue
-            members = list(step.members)
-            func = canonical_names(lower_group(members, step.node.name) if len(members) > 1
-                                   else lower_node(step.node))
+            func = canonical_names(step.lower())
             sample = {b.name: values[v] for b, v in zip(func.params, step.inputs) if v in values}
             key = (func.name, step.inputs if fixed.is_auto else ())  # auto: formats follow the inputs
             try:
@@ -216,7 +214,7 @@ class FpgaHlsBackend(Backend):
             r = kernel.estimate.resources
             figures = Figures(kernel.estimate.cycles, r.dsp, r.bram_18k, r.uram, r.lut, r.ff)
             steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, kernel.kernel, figures,
-                                 kernel.estimate.table(), tuple(c for n in members for c in index_checks(n))))
+                                 kernel.estimate.table(), tuple(c for n in step.members for c in index_checks(n))))
         progress.end("kernel")
         constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
         part = HlsPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,

@@ -20,7 +20,7 @@ from hetero.core.ir.graph import Graph, Node, index_checks
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.tir import PrimFunc
 from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable, lower_group, lower_node
+from hetero.core.lower import is_lowerable
 from hetero.core.lower.steps import VIEW_OPS, KernelStep, kernel_steps
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.errors import OptionError
@@ -200,9 +200,9 @@ class _KernelFunction:
 def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker,
                      tuned: Mapping[str, str]) -> _KernelFunction:
     """``step`` lowered, scheduled, its weight packing done and its names made canonical."""
-    members, node = list(step.members), step.node
+    node = step.node
     with timing.phase("lower", OWNER):
-        func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+        func = step.lower()
     with timing.phase("schedule", OWNER):
         scheduled, trace = tuning.schedule_kernel(func, threads, tuned)
     # Stages that only reorder weights (packing) run here, once, not on every call.

@@ -29,7 +29,6 @@ from hetero.core.ir.tir import PrimFunc
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.ir.tir.expr import Binary
 from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, Seq, Stmt, Store
-from hetero.core.lower import lower_group, lower_node
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps
 from hetero.core.schedule import Trace
 from hetero.errors import ScheduleError
@@ -67,8 +66,7 @@ def tasks(graph: Graph, threads: int, backend: str) -> list[TuningTask]:
     for step in kernel_steps(graph, VIEW_OPS):
         if step.view is not None:
             continue
-        members, node = list(step.members), step.node
-        func = lower_group(members, node.name) if len(members) > 1 else lower_node(node)
+        func = step.lower()
         trace = default_schedule(func, threads).trace
         if not trace.decisions:
             continue
