@@ -33,9 +33,8 @@ Each ``vpdpwssd`` does one useful product of its two per lane (the byte's upper 
 interleaved along the reduction, which LLVM forms only from a loop carrying a single sum
 (its partial-reduction lowering), never from the many a register tile holds; and the
 tensor IR has no vector-typed expression through which a renderer could call the
-instruction directly. The weight sums run on every call (about one add per weight),
-since the backend computes only stages without scratch memory when compiling, and a
-reduction has an accumulator.
+instruction directly. The weight sums read only the constant weight, so the backend
+computes them once, when compiling (:mod:`~hetero.plugins.llvm_cpu.prepack`).
 """
 
 from __future__ import annotations
