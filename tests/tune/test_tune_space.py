@@ -57,3 +57,35 @@ def test_every_sampled_candidate_that_is_kept_replays():
         for point in kept:
             replay(space.trace(point))
         assert space.trace(space.default) == task.default_trace
+
+
+def _matmul_task(n: int):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], "mm",
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [n, n]) for v in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = Session(["llvm_cpu"], options={"num_threads": 1})
+    [(backend, task)] = extract_tasks(hetero.optimize(hetero.load_onnx(model)), session)
+    return backend, task
+
+
+def test_a_register_tile_larger_than_the_register_file_is_rejected_before_building():
+    from hetero.plugins.llvm_cpu.host import host
+
+    backend, task = _matmul_task(128)
+    replay = lambda t: backend.tuning_replay(task, t)  # noqa: E731
+    space = SearchSpace.from_trace(task.default_trace, replay)
+    rows, lanes = space.knobs  # the row split's factor; the lane split's, tied to the pack
+    cpu = host()
+    # 64 x 64 float32 accumulators are 16 KiB: more than any vector register file holds.
+    too_big = (64, 64)
+    assert 64 * 64 * 4 * 8 > cpu.vector_registers * cpu.vector_bits
+    assert not valid_point(space, too_big, replay)
+    with pytest.raises(ScheduleError, match="vector registers"):
+        replay(space.trace(too_big))
+    # The host's own tile fits, and so does a smaller one.
+    assert valid_point(space, space.default, replay)
+    assert valid_point(space, (2, lanes.default), replay)

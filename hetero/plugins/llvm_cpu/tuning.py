@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 import hashlib
+import math
 import statistics
 import time
 
@@ -28,11 +29,11 @@ from hetero.core.ir.graph import Graph
 from hetero.core.ir.tir import PrimFunc
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.ir.tir.expr import Binary
-from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, Seq, Stmt, Store
+from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, Seq, Stmt, Store, walk
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps
 from hetero.core.schedule import Trace
 from hetero.errors import ScheduleError
-from hetero.plugins.llvm_cpu.host import host
+from hetero.plugins.llvm_cpu.host import HostCpu, host
 from hetero.plugins.llvm_cpu.jit import structural_key
 from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
@@ -98,9 +99,28 @@ def flops(func: PrimFunc) -> float:
 
 
 def replay(task: TuningTask, trace: Trace) -> PrimFunc:
-    """``trace`` replayed on the task's function (ScheduleError when it does not fit)."""
+    """``trace`` replayed on the task's function: ScheduleError when it does not apply, or
+    when a register tile it makes cannot fit the host's vector registers."""
     payload: KernelTask = task.payload
-    return trace.apply(shift_windows(payload.func))
+    func = trace.apply(shift_windows(payload.func))
+    check_register_tiles(func, host())
+    return func
+
+
+def check_register_tiles(func: PrimFunc, cpu: HostCpu) -> None:
+    """Raise ScheduleError if an accumulator tile of ``func`` (a ``local`` buffer, which
+    :meth:`~hetero.core.schedule.Schedule.tile_accumulator` means to live in registers)
+    needs more vector registers than ``cpu`` has: such a tile spills every accumulator
+    to the stack on each reduction step, so the search skips it before building it (the
+    space respects the register file, the first level of the memory hierarchy)."""
+    for stmt in walk(func.body):
+        if isinstance(stmt, Allocate) and stmt.buffer.scope == "local":
+            nbytes = math.prod(stmt.buffer.shape) * np.dtype(stmt.buffer.dtype).itemsize
+            registers = -(-nbytes * 8 // cpu.vector_bits)
+            if registers > cpu.vector_registers:
+                raise ScheduleError(
+                    f"accumulator tile {stmt.buffer.name} ({nbytes} bytes) needs {registers} vector registers; "
+                    f"{cpu.name} has {cpu.vector_registers} of {cpu.vector_bits} bits")
 
 
 def _random(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
