@@ -24,7 +24,6 @@ import argparse
 import ctypes
 import glob
 import os
-import sys
 import tempfile
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
