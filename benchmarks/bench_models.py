@@ -1,7 +1,7 @@
 """hetero (llvm_cpu) against onnxruntime on the nine light models, 1 and 2 threads.
 
 Run: ``python benchmarks/bench_models.py [--repeat N] [--threads 1,2] [--openvino]
-[--memory] [--layout nchw] [MODEL ...]``
+[--memory] [--layout nchw] [--records FILE] [MODEL ...]``
 
 Each model gets seeded random weights and one seeded input; hetero and onnxruntime
 run the same model on the same input in this process, ``--repeat`` times each after
@@ -10,6 +10,12 @@ a warm-up, and the script prints the medians and the ratio hetero / onnxruntime
 and hetero's cold compile time per model. Outputs are checked to agree first. The
 first line names the machine (CPU model, LLVM's name for it, vector width, caches):
 ratios from different machines are not comparable.
+
+``--records FILE`` (``hetero tune -o FILE``) adds a second hetero compile that applies the
+tuned schedules in FILE (``hetero.compile(records=...)``; kernels without a record keep
+their default schedule) and prints its time and ratio beside the untuned one, timed in
+the same process on the same input (the two hetero compiles in turn, run by run), and a
+geometric mean of each.
 
 ``--openvino`` adds OpenVINO's CPU plugin as a third column where the ``openvino``
 package is installed (an optional benchmark dependency: ``pip install openvino``).
@@ -39,7 +45,7 @@ import hetero
 from hetero.core.frontend.light import LIGHT_MODELS, light_model_path
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.plugins.llvm_cpu.host import host
-from timing import median_seconds, ort_session
+from timing import interleaved_medians, median_seconds, ort_session
 
 
 def _load(name: str) -> tuple[onnx.ModelProto, hetero.Graph, dict[str, np.ndarray]]:
@@ -103,6 +109,10 @@ def _memory(runtime: str, name: str, threads: int, options: dict[str, str]) -> s
     return f"{figures['steady_mib']:.0f}/{figures['peak_mib']:.0f}"
 
 
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(r) for r in values) / len(values))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS))
@@ -111,6 +121,7 @@ def main() -> None:
     parser.add_argument("--openvino", action="store_true", help="add OpenVINO's CPU plugin where installed")
     parser.add_argument("--memory", action="store_true", help="add each runtime's peak RSS of a run")
     parser.add_argument("--layout", choices=("blocked", "nchw"), help="llvm_cpu's layout option")
+    parser.add_argument("--records", metavar="FILE", help="tuning records (hetero tune -o): add a tuned column")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     options = {"layout": args.layout} if args.layout else {}
@@ -127,7 +138,10 @@ def main() -> None:
     print(f"onnxruntime {onnxruntime.__version__}, hetero {hetero.__version__}, "
           f"{os.cpu_count()} CPUs visible; medians of {args.repeat} runs")
     ratios: dict[int, list[float]] = {t: [] for t in counts}
+    tuned_ratios: dict[int, list[float]] = {t: [] for t in counts}
     header = f"{'model':<14}{'thr':>4}{'compile s':>11}{'hetero ms':>11}{'ort ms':>9}{'ratio':>8}"
+    if args.records:
+        header += f"{'tuned ms':>10}{'tuned/ort':>11}"
     if openvino:
         header += f"{'ov ms':>9}{'ov/ort':>8}"
     if args.memory:
@@ -145,12 +159,25 @@ def main() -> None:
             if not np.allclose(ours, theirs, rtol=1e-3, atol=1e-4):
                 sys.exit(f"{name}: hetero and onnxruntime disagree (max |err| "
                          f"{np.abs(ours - theirs).max():.2e}); not timing a wrong answer")
-            t_ours = median_seconds(lambda: exe.run(feeds), args.repeat)
+            tuned = None
+            if args.records:
+                tuned = hetero.compile(graph, targets=["llvm_cpu"], num_threads=threads, records=args.records,
+                                       **options)
+                if not np.allclose(tuned.run(feeds)[graph.outputs[0].name], theirs, rtol=1e-3, atol=1e-4):
+                    sys.exit(f"{name}: the tuned compile and onnxruntime disagree; not timing a wrong answer")
+                # In turn, so that the machine's load weighs on the two compiles alike.
+                t_ours, t_tuned = interleaved_medians([lambda: exe.run(feeds), lambda: tuned.run(feeds)],
+                                                      args.repeat)
+            else:
+                t_ours = median_seconds(lambda: exe.run(feeds), args.repeat)
             t_ort = median_seconds(lambda: session.run(None, feeds), args.repeat)
             ratio = t_ours / t_ort
             ratios[threads].append(ratio)
             line = (f"{name:<14}{threads:>4}{compile_s:>11.2f}{t_ours * 1e3:>11.2f}{t_ort * 1e3:>9.2f}"
                     f"{ratio:>8.2f}")
+            if tuned is not None:
+                tuned_ratios[threads].append(t_tuned / t_ort)
+                line += f"{t_tuned * 1e3:>10.2f}{t_tuned / t_ort:>11.2f}"
             if openvino:
                 infer = _openvino_runner(model, threads)
                 t_ov = median_seconds(lambda: infer(feeds), args.repeat)
@@ -161,9 +188,11 @@ def main() -> None:
                     line += f"{_memory('openvino', name, threads, {}):>11}"
             print(line, flush=True)
     for threads, values in ratios.items():
-        geomean = math.exp(sum(math.log(r) for r in values) / len(values))
-        print(f"geometric mean ratio at {threads} thread(s): {geomean:.2f} over {len(values)} models; "
+        print(f"geometric mean ratio at {threads} thread(s): {_geomean(values):.2f} over {len(values)} models; "
               f"worst {max(values):.2f}")
+        if args.records:
+            tuned = tuned_ratios[threads]
+            print(f"  tuned with {args.records}: {_geomean(tuned):.2f}; worst {max(tuned):.2f}")
     if args.memory:
         print("MiB columns: steady / peak resident memory above the process with the model loaded "
               "(steady: after the session is built and two runs; peak: the most on the way)")
