@@ -132,28 +132,36 @@ class TaskSearch:
     def run(self, trials: int | None, deadline: float | None = None,
             on_trial: OnTrial | None = None) -> TaskResult:
         """Up to ``trials`` more trials (None: no limit but ``deadline``, a
-        :func:`time.monotonic` time); fewer when the space runs out or the deadline passes."""
+        :func:`time.monotonic` time); fewer when the space runs out or the deadline passes.
+
+        Trials go in rounds of the measurer's ``batch``: a round's points are all proposed
+        from the trials measured before it, then measured together (in parallel where the
+        executor has the workers), then learned from. So the points depend on the seed,
+        the batch and the measurements only, not on which executor measured them."""
         if self._reference is None:
             return self.result  # the default failed: nothing to check candidates against
         if trials is None and deadline is None:
             raise ValueError("TaskSearch.run needs a number of trials or a deadline")
         count = 0
         while trials is None or count < trials:
-            count += 1
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            point = self._propose()
-            if point is None:
+            size = self.measurer.batch if trials is None else min(self.measurer.batch, trials - count)
+            points: list[Point] = []
+            while len(points) < size and (point := self._propose(len(points))) is not None:
+                self._seen.add(point)
+                points.append(point)
+            if not points:
                 break
-            self._seen.add(point)
-            trace = self.space.trace(point)
-            m = self.measurer.measure(self.task, [trace])[0]
-            trial = self._judge(point, trace, m)
-            self.result.trials.append(trial)
+            count += len(points)
+            traces = [self.space.trace(p) for p in points]
+            made = [self._judge(p, t, m) for p, t, m in zip(points, traces, self.measurer.measure(self.task, traces))]
+            for trial in made:
+                self.result.trials.append(trial)
+                if on_trial is not None:
+                    on_trial(self.result)
             if self.model is not None:
-                self.model.update(self.task, [trace], [trial.seconds])
-            if on_trial is not None:
-                on_trial(self.result)
+                self.model.update(self.task, traces, [t.seconds for t in made])
         return self.result
 
     def confirm(self, rounds: int, top: int, on_trial: OnTrial | None = None) -> TaskResult:
@@ -184,12 +192,14 @@ class TaskSearch:
             return Trial(point, trace, None, f"wrong result: {wrong}")
         return Trial(point, trace, m.seconds)
 
-    def _propose(self) -> Point | None:
-        """The next point to measure: valid and not yet measured (None: none found)."""
+    def _propose(self, pending: int = 0) -> Point | None:
+        """The next point to measure: valid and not yet measured (None: none found);
+        ``pending`` points of this round are proposed but not measured yet (they take
+        their turns in the alternation of random and climbing draws)."""
         wanted = 1 if self.model is None else PROPOSALS_PER_TRIAL
         found: list[Point] = []
         best = self.result.best
-        climb = best is not None and len(self.result.trials) % 2 == 0
+        climb = best is not None and (len(self.result.trials) + pending) % 2 == 0
         for _ in range(MAX_DRAWS):
             point = self.space.mutate(best.point, self.rng) if climb and best else self.space.sample(self.rng)
             if point in self._seen or point in found:
