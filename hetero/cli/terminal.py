@@ -57,6 +57,15 @@ class TerminalProgress:
         if self._stages.pop(stage, None) is not None:
             self._draw(self.clock()) if self._stages else self.close()
 
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own above the status line, which stays."""
+        self.close()
+        self.stream.write(text + "\n")
+        if self._stages:
+            self._draw(self.clock())
+        else:
+            self.stream.flush()
+
     def close(self) -> None:
         """Erase the status line."""
         if self._drawn:

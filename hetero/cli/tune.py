@@ -3,11 +3,20 @@
 ::
 
     hetero tune light:squeezenet --targets llvm_cpu --budget 200 -o records.jsonl
+    hetero tune light:squeezenet --budget 200 --executor local:2 -o records.jsonl
+    hetero tune light:squeezenet --budget 200 --executor dask://10.0.0.5:8786 -o records.jsonl
     hetero compile light:squeezenet --records records.jsonl
 
-Progress goes to stderr one line per trial (task i of N, trial, best GFLOP/s, elapsed,
-estimated remaining), so it reads the same in a terminal and in a log; at the end an
-HTML page plots best-so-far against trials per task (``-o``'s name with ``.html``).
+``--executor`` says where candidates are built and measured: local processes, or the
+workers of a Dask cluster (:mod:`hetero.core.schedule.tune.executors`); with the same
+seed and as many candidates at once, both measure the same points.
+
+Progress goes to stderr. In a log (stderr not a terminal) it is one line per trial:
+task i of N, trial, best GFLOP/s, elapsed, estimated remaining. On a terminal the status
+line shows the same, redrawn in place, and only the lines per task (its default, its
+search, its confirmation) are printed above it, since a line per trial would scroll
+the status line away. At the end an HTML page plots best-so-far against trials per task
+(``-o``'s name with ``.html``).
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from pathlib import Path
 from hetero.cli.common import (
     add_model_arguments, add_placement_arguments, check_writable, load_graph, session, write_text,
 )
+from hetero.cli.terminal import TerminalProgress
+from hetero.core import progress
 
 
 def add_parser(subs: argparse._SubParsersAction) -> None:
@@ -38,27 +49,33 @@ def add_parser(subs: argparse._SubParsersAction) -> None:
     tune.add_argument("--confirm", type=int, default=3, metavar="ROUNDS",
                       help="after each task's search, measure its default and fastest schedules this many "
                            "more times in turn; the lowest median is kept (outside the budget; 0: none)")
+    tune.add_argument("--executor", default="local", metavar="SPEC",
+                      help="where candidates are measured: local (one process, the default), local:N (N "
+                           "processes, N candidates at once) or dask://HOST:PORT (the workers of a Dask "
+                           "cluster, one candidate per worker thread at once; pip install 'hetero[tune]')")
     tune.set_defaults(func=cmd_tune)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune the model's tasks within the budget; write the records and the HTML report."""
+    from hetero.core.schedule.tune.executors import executor_factory
     from hetero.core.schedule.tune.report import html_report
     from hetero.core.schedule.tune.tuner import Budget, extract_tasks, tune
 
     budget = Budget.parse(args.budget)
     check_writable(args.output, "-o/--output")
-    graph = load_graph(args)
-    tasks = extract_tasks(graph, session(args, graph))
-
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    machines = {b.name: b.tuning_machine() for b, _ in tasks}
-    where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
-    log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}")
-    results = tune(tasks, budget, args.output, seed=args.seed, repeats=args.repeats, timeout_s=args.timeout,
-                   confirm_rounds=args.confirm, log=log)
+    status = progress.reporter()
+    log = status.note if isinstance(status, TerminalProgress) else _print
+    with executor_factory(args.executor) as executor:  # first: a wrong address fails before any work
+        graph = load_graph(args)
+        tasks = extract_tasks(graph, session(args, graph))
+        machines = {b.name: b.tuning_machine() for b, _ in tasks}
+        where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
+        log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}; measured on "
+            f"{executor.where}")
+        results = tune(tasks, budget, args.output, seed=args.seed, executor=executor, repeats=args.repeats,
+                       timeout_s=args.timeout, confirm_rounds=args.confirm, log=log,
+                       trial_log=None if isinstance(status, TerminalProgress) else log)
     page = str(Path(args.output).with_suffix(".html"))
     write_text(page, html_report(results, f"hetero tune {args.model}"), "-o/--output")
     for r in results:
@@ -68,6 +85,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"{_ms(chosen[1] if chosen else None)} ({gain}, {len(r.trials) - 1} trials, medians)")
     print(f"records  {args.output}\nplot     {page}")
     return 0
+
+
+def _print(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _ms(seconds: float | None) -> str:

@@ -52,6 +52,12 @@ def end(stage: str) -> None:
         reporter.end(stage)
 
 
+def reporter() -> Reporter | None:
+    """The reporter installed here (None: none), for a front end that writes lines of
+    its own and must keep them clear of what the reporter draws (a status line)."""
+    return _REPORTER.get()
+
+
 @contextmanager
 def stage(name: str, label: str = "") -> Iterator[None]:
     """A stage without counted items: announced on entry, ended on exit, and timed as the

@@ -9,6 +9,12 @@ breaks the pool (:class:`~concurrent.futures.process.BrokenProcessPool`): the po
 rebuilt, the candidates of the broken batch run again one at a time, and the one that
 breaks a pool alone is recorded as failed. The run goes on.
 
+An executor that runs work on threads (a Dask worker's, :mod:`.executors`) can neither
+arm an alarm there nor survive an abort, so there each candidate runs in a child forked
+from the worker, with the alarm armed in the child and its result sent back through a
+pipe: a crash or a hang ends the child, its trial records how (:class:`CandidateLost`),
+and the worker lives on.
+
 A measurement counts only when its outputs match the default schedule's on the same
 seeded random inputs (:func:`matches`).
 """
@@ -16,6 +22,9 @@ seeded random inputs (:func:`matches`).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
+import select
 import signal
 import threading
 import time
@@ -56,13 +65,18 @@ class Measurement:
     error: str | None = None
 
 
+class CandidateLost(Exception):
+    """A candidate's forked child died (a crash, or its alarm) or never answered; the
+    message says which, and is the trial's error."""
+
+
 def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repeats: int, seed: int,
                        timeout_s: float) -> tuple[float, list[np.ndarray]]:
-    """A worker's measurement of one candidate, killed by its own alarm at ``timeout_s``."""
+    """A worker's measurement of one candidate, killed by its own alarm at ``timeout_s``
+    (in a forked child when the worker runs it on a thread)."""
     trace = Trace.from_json(trace_json)
     if threading.current_thread() is not threading.main_thread():
-        # An executor that runs work on threads (a Dask worker's): its own timeouts serve.
-        return backend.tuning_measure(task, trace, repeats, seed)
+        return _measure_in_child(backend, task, trace, repeats, seed, timeout_s)
     # SIG_DFL: the kernel ends the process, whatever code (Python or C++) it is in.
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(round(timeout_s))))
@@ -70,6 +84,82 @@ def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repe
         return backend.tuning_measure(task, trace, repeats, seed)
     finally:
         signal.alarm(0)
+
+
+def _measure_in_child(backend: Backend, task: TuningTask, trace: Trace, repeats: int, seed: int,
+                      timeout_s: float) -> tuple[float, list[np.ndarray]]:
+    """The measurement made in a child forked from this thread's process; the child's
+    exception is raised here, and its death is a :class:`CandidateLost`.
+
+    Forking a process with threads is safe here because the parent's threads never
+    build or run candidates (they wait on children, or run the executor's own loop), so
+    no lock the child needs is held by a thread the child lacks."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        _child(write, backend, task, trace, repeats, seed, timeout_s)
+    os.close(write)
+    try:
+        data = _read_until(read, time.monotonic() + timeout_s + GRACE_S)
+    finally:
+        os.close(read)
+    if data is None:
+        os.kill(pid, signal.SIGKILL)  # it outlived its own alarm: stopped in the kernel
+    _, status = os.waitpid(pid, 0)
+    if data:
+        outcome, value = pickle.loads(data)
+        if outcome == "raised":
+            raise value
+        return value
+    raise CandidateLost(_death(status, timeout_s, ended=data is not None))
+
+
+def _child(write: int, backend: Backend, task: TuningTask, trace: Trace, repeats: int, seed: int,
+           timeout_s: float) -> None:
+    """The forked child: measure under the alarm, send ("returned" | "raised", value)
+    through ``write``, and leave without running the parent's exit handlers."""
+    try:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(max(1, int(round(timeout_s))))
+        try:
+            message = pickle.dumps(("returned", backend.tuning_measure(task, trace, repeats, seed)))
+        except Exception as exc:  # noqa: BLE001 - the parent raises it as the trial's error
+            try:
+                message = pickle.dumps(("raised", exc))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle goes as text
+                message = pickle.dumps(("raised", RuntimeError(f"{type(exc).__name__}: {exc}")))
+        with os.fdopen(write, "wb") as out:
+            out.write(message)
+    finally:
+        os._exit(0)
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything written to the pipe ``fd`` until its writer closes it (b"" when it
+    closed with nothing written); None if the writer is still there at ``deadline``."""
+    chunks = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _death(status: int, timeout_s: float, ended: bool) -> str:
+    """Why a child sent nothing back, from its wait ``status`` (``ended``: it closed its
+    pipe before the deadline; else it was killed here)."""
+    if not ended:
+        return f"the candidate's process did not end {GRACE_S:g} s past its {timeout_s:g} s limit and was killed"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number == signal.SIGALRM:
+            return f"the candidate's process ran past the {timeout_s:g} s limit and was killed"
+        return f"the candidate's process died of {signal.Signals(number).name} (it crashed)"
+    return f"the candidate's process exited with status {os.WEXITSTATUS(status)} before it answered"
 
 
 def local_pool(workers: int) -> Callable[[], Executor]:
@@ -134,6 +224,8 @@ class Measurer:
             except FutureTimeout:
                 self._discard()
                 found.append(Measurement(None, error=f"timed out after {self.timeout_s:g} s"))
+            except CandidateLost as exc:
+                found.append(Measurement(None, error=str(exc)))
             except Exception as exc:  # noqa: BLE001 - a candidate's failure is its trial's, not the run's
                 found.append(Measurement(None, error=f"{type(exc).__name__}: {exc}"))
         return found

@@ -7,6 +7,10 @@ proportion to their weights, so it goes where the model spends its time. Every t
 is appended to the records file as it finishes, so an interrupted run keeps what it
 measured. After each task's search its default and fastest points are measured again
 in turn, and the records pick the lowest median.
+
+Candidates are measured through an executor (:mod:`.executors`: local processes or a
+Dask cluster), in rounds of its batch. Progress goes to :mod:`hetero.core.progress`
+(a front end draws it) and, as lines, to the caller's logs.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 # The compile's own units: tasks are the kernels a compile of the same session builds.
+from hetero.core import progress
 from hetero.core.compiler import Session, _units
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend
+from hetero.core.schedule.tune.executors import ExecutorFactory, executor_factory
 from hetero.core.schedule.tune.measure import Measurer
 from hetero.core.schedule.tune.records import append_records, new_record
 from hetero.core.schedule.tune.search import TaskResult, TaskSearch, Trial
@@ -85,20 +90,27 @@ def share(budget: int, weights: Sequence[float]) -> list[int]:
 
 
 def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: str | os.PathLike[str], *,
-         seed: int = 0, executor: Callable[[], Executor] | None = None, repeats: int = 5,
-         timeout_s: float = 60.0, confirm_rounds: int = 3, log: Log | None = None) -> list[TaskResult]:
+         seed: int = 0, executor: ExecutorFactory | None = None, repeats: int = 5, timeout_s: float = 60.0,
+         confirm_rounds: int = 3, log: Log | None = None, trial_log: Log | None = None) -> list[TaskResult]:
     """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per
-    task. After its search, each task's default and :data:`CONFIRM_TOP` fastest points are
-    measured ``confirm_rounds`` more times in turn (outside the budget, like the defaults).
-    ``log`` receives one line per default, per trial and per confirmed task."""
+    task. Candidates are measured through ``executor`` (default: one local process), its
+    ``batch`` at a time. After its search, each task's default and :data:`CONFIRM_TOP`
+    fastest points are measured ``confirm_rounds`` more times in turn (outside the
+    budget, like the defaults).
+
+    ``log`` receives one line per task's default, search and confirmation, ``trial_log``
+    one per trial; :mod:`hetero.core.progress` hears a ``tune`` step per task (i of N)
+    and a ``trial`` step per trial (done of planned, best GFLOP/s, elapsed, remaining)."""
+    factory = executor or executor_factory("local")
     say = log or (lambda line: None)
     start = time.monotonic()
     measurers: dict[str, Measurer] = {}
+    searches: list[tuple[Backend, TaskSearch]] = []
     try:
-        searches = []
         for index, (backend, task) in enumerate(tasks):
+            progress.step("tune", index + 1, len(tasks), f"{task.label}: default schedule")
             if backend.name not in measurers:
-                measurers[backend.name] = Measurer(backend, executor=executor, repeats=repeats,
+                measurers[backend.name] = Measurer(backend, executor=factory, batch=factory.batch, repeats=repeats,
                                                    timeout_s=timeout_s, seed=seed)
             search = TaskSearch(task, backend, measurers[backend.name], seed + index)
             trial = search.default()
@@ -106,58 +118,95 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
             say(f"task {index + 1}/{len(tasks)} {task.label}: default {_fmt(trial.seconds, task)} "
                 f"x{task.occurrences}, {search.space.size()} points")
             searches.append((backend, search))
-        _search(searches, budget, records, start, say, confirm_rounds)
+        _search(searches, budget, records, _Clock(start), say, trial_log or (lambda line: None), confirm_rounds)
     finally:
+        progress.end("tune")
         for measurer in measurers.values():
             measurer.close()
+        if executor is None:
+            factory.close()
     return [search.result for _, search in searches]
 
 
+@dataclass
+class _Clock:
+    """The run's progress over all tasks: trials done of ``total`` planned (a trial
+    budget), or until ``end`` (a time budget, :func:`time.monotonic`)."""
+
+    start: float
+    total: int = 0
+    end: float | None = None
+    begun: float = 0.0
+    done: int = 0
+
+    def tick(self) -> str:
+        """Count a trial; the elapsed and estimated remaining seconds (from the time per
+        trial so far, or the deadline) as text."""
+        self.done += 1
+        now = time.monotonic()
+        if self.end is not None:
+            remaining = self.end - now
+        else:
+            remaining = (now - self.begun) / self.done * (self.total - self.done)
+        return f"elapsed {now - self.start:.0f} s, ~{max(0.0, remaining):.0f} s left"
+
+
 def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records: str | os.PathLike[str],
-            start: float, say: Log, confirm_rounds: int) -> None:
-    """Share ``budget`` among the searches by weight and run them, one line a trial."""
+            clock: _Clock, say: Log, say_trial: Log, confirm_rounds: int) -> None:
+    """Share ``budget`` among the searches by weight and run them."""
     weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
                for _, s in searches]
     if budget.trials is not None:
         plan: list[int | None] = list(share(budget.trials, weights))
         slices: list[float | None] = [None] * len(searches)
-        end = None
     else:
-        left = max(0.0, (budget.seconds or 0.0) - (time.monotonic() - start))
+        left = max(0.0, (budget.seconds or 0.0) - (time.monotonic() - clock.start))
         plan = [None if w > 0 else 0 for w in weights]
         slices = [left * w / (sum(weights) or 1.0) for w in weights]
-        end = time.monotonic() + left
-    total = sum(p for p in plan if p is not None)
-    begun, done = time.monotonic(), [0]
+        clock.end = time.monotonic() + left
+    clock.total = sum(p for p in plan if p is not None)
+    clock.begun = time.monotonic()
     for index, ((backend, search), trials, seconds) in enumerate(zip(searches, plan, slices)):
         if trials == 0:
             continue
+        name = f"task {index + 1}/{len(searches)}"
+        progress.step("tune", index + 1, len(searches), search.task.label)
         deadline = None if seconds is None else time.monotonic() + seconds
 
-        def on_trial(result: TaskResult, index: int = index, trials: int | None = trials,
+        def on_trial(result: TaskResult, name: str = name, trials: int | None = trials,
                      backend: Backend = backend) -> None:
-            trial = result.trials[-1]
+            trial, best, count = result.trials[-1], result.best, len(result.trials) - 1
             _write(records, backend, result.task, trial)
-            done[0] += 1
-            now = time.monotonic()
-            remaining = end - now if end is not None else (now - begun) / done[0] * (total - done[0])
-            best = result.best
+            timing = clock.tick()
             outcome = _fmt(trial.seconds, result.task) if trial.error is None else f"failed ({trial.error})"
-            say(f"task {index + 1}/{len(searches)} trial {len(result.trials) - 1}/{trials or '-'}: {outcome}; "
-                f"best {_fmt(best.seconds if best else None, result.task)}; elapsed {now - start:.0f} s, "
-                f"~{max(0.0, remaining):.0f} s left")
+            say_trial(f"{name} trial {count}/{trials or '-'}: {outcome}; "
+                      f"best {_fmt(best.seconds if best else None, result.task)}; {timing}")
+            rate = gflops(best.seconds if best else None, result.task)
+            progress.step("trial", count, trials or 0, f"best {rate or 0.0:.1f} GFLOP/s; "
+                          f"{clock.done}/{clock.total or '-'} in all, {timing}")
 
-        search.run(trials, deadline, on_trial)
+        result = search.run(trials, deadline, on_trial)
+        progress.end("trial")
+        failed = sum(t.error is not None for t in result.trials[1:])
+        say(f"{name} searched: {len(result.trials) - 1} trials ({failed} failed), "
+            f"best {_fmt(result.best.seconds if result.best else None, result.task)}")
+        _confirm(search, backend, records, name, say, confirm_rounds)
 
-        def on_confirm(result: TaskResult, backend: Backend = backend) -> None:
-            _write(records, backend, result.task, result.confirmations[-1])
 
-        result = search.confirm(confirm_rounds, CONFIRM_TOP, on_confirm)
-        if result.confirmations:
-            chosen = result.chosen
-            default = result.median_seconds(search.space.default)
-            say(f"task {index + 1}/{len(searches)} confirmed ({confirm_rounds} rounds): default "
-                f"{_fmt(default, result.task)}, chosen {_fmt(chosen[1] if chosen else None, result.task)}")
+def _confirm(search: TaskSearch, backend: Backend, records: str | os.PathLike[str], name: str, say: Log,
+             rounds: int) -> None:
+    """The confirmation rounds of one searched task, one line at the end."""
+    def on_confirm(result: TaskResult) -> None:
+        _write(records, backend, result.task, result.confirmations[-1])
+        progress.step("confirm", len(result.confirmations), 0, "the default and the fastest again")
+
+    result = search.confirm(rounds, CONFIRM_TOP, on_confirm)
+    progress.end("confirm")
+    if result.confirmations:
+        chosen = result.chosen
+        default = result.median_seconds(search.space.default)
+        say(f"{name} confirmed ({rounds} rounds): default {_fmt(default, result.task)}, "
+            f"chosen {_fmt(chosen[1] if chosen else None, result.task)}")
 
 
 def _write(path: str | os.PathLike[str], backend: Backend, task: TuningTask, trial: Trial) -> None:
