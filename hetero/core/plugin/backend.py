@@ -300,6 +300,14 @@ class Backend(ABC):
         used only when asked); by default the backend's name and version."""
         return {"backend": self.name, "version": self.version}
 
+    def tuning_features(self, task: TuningTask, trace: Trace) -> list[float] | None:
+        """What ``trace`` makes of ``task``'s kernel, as numbers that mean the same for
+        every task of this backend (vector lanes, register tile, working set against
+        the caches): a learned cost model trained on records of one task ranks another's
+        candidates through them. The same length for every task and trace; None where
+        the backend offers none (the default) or ``trace`` does not replay."""
+        return None
+
     def __repr__(self) -> str:
         return f"<Backend {self.name or type(self).__name__} {self.version} ({self.device_kind})>"
 

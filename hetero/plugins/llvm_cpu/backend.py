@@ -31,7 +31,7 @@ from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.schedule import Trace
 from hetero.core.schedule.tune.records import TUNED_OPTION
 from hetero.core.schedule.tune.task import TuningTask
-from hetero.plugins.llvm_cpu import tuning
+from hetero.plugins.llvm_cpu import tuning, tuning_features
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
@@ -169,6 +169,9 @@ class LlvmCpuBackend(Backend):
 
     def tuning_machine(self) -> dict[str, Any]:
         return tuning.machine()
+
+    def tuning_features(self, task: TuningTask, trace: Trace) -> list[float] | None:
+        return tuning_features.tuning_features(task, trace)
 
 
 def _threads(target: Target) -> int:
