@@ -82,10 +82,10 @@ def test_the_same_seed_on_dask_and_on_as_many_local_processes_measures_the_same_
     assert len({t["worker"] for t in ran}) == 2
 
 
-def test_a_crash_and_a_hang_on_a_dask_worker_fail_their_trials_and_the_workers_live_on(cluster, tmp_path):
+def test_a_crash_a_hang_and_an_error_on_a_dask_worker_fail_their_trials_and_the_workers_live_on(cluster, tmp_path):
     address, client = cluster
     before = set(client.scheduler_info()["workers"])
-    backend = TraceTimedBackend(crash_at=2, hang_at=4)
+    backend = TraceTimedBackend(crash_at=2, hang_at=4, raise_at=5)
     head = [(b, t) for b, t in _tasks(backend) if t.label.startswith("head")]
     records = tmp_path / "r.jsonl"
     with executor_factory(address) as executor:
@@ -96,9 +96,10 @@ def test_a_crash_and_a_hang_on_a_dask_worker_fail_their_trials_and_the_workers_l
     assert sorted(by_lanes) == [1, 2, 4, 5, 8, 10]
     assert by_lanes[2].seconds is None and "SIGABRT" in by_lanes[2].error
     assert by_lanes[4].seconds is None and f"ran past the {HANG_TIMEOUT_S:g} s limit" in by_lanes[4].error
-    assert all(by_lanes[w].seconds is not None and by_lanes[w].error is None for w in (1, 5, 8, 10))
+    assert by_lanes[5].seconds is None and by_lanes[5].error == "ValueError: no kernel of 5 lanes"
+    assert all(by_lanes[w].seconds is not None and by_lanes[w].error is None for w in (1, 8, 10))
     failed = [r for r in load_records(records) if r.seconds is None]
-    assert sorted(r.error for r in failed) == sorted([by_lanes[2].error, by_lanes[4].error])
+    assert sorted(r.error for r in failed) == sorted(by_lanes[w].error for w in (2, 4, 5))
     assert set(client.scheduler_info()["workers"]) == before  # no worker was lost or restarted
 
 

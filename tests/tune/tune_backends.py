@@ -4,8 +4,9 @@ It replays traces as llvm_cpu does (so its spaces are llvm_cpu's), but never bui
 them: a candidate's seconds come from a checksum of its trace's JSON, the same in
 every process, so two runs of a search are equal exactly when they measure the same
 points in the same order. A candidate of ``crash_at`` lanes aborts (as an LLVM
-assertion would) and one of ``hang_at`` lanes hangs. It lives in a module of its own so
-that the processes of a Dask cluster, which get this folder on their path, can import it.
+assertion would), one of ``hang_at`` lanes hangs, and one of ``raise_at`` lanes raises.
+It lives in a module of its own so that the processes of a Dask cluster, which get this
+folder on their path, can import it.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ class TraceTimedBackend(Backend):
     name = "trace_timed"
     version = "0"
 
-    def __init__(self, crash_at: int | None = None, hang_at: int | None = None) -> None:
+    def __init__(self, crash_at: int | None = None, hang_at: int | None = None,
+                 raise_at: int | None = None) -> None:
         self.crash_at = crash_at
         self.hang_at = hang_at
+        self.raise_at = raise_at
 
     def compile(self, subgraph, target):
         raise NotImplementedError
@@ -45,6 +48,8 @@ class TraceTimedBackend(Backend):
             os.abort()
         if width is not None and width == self.hang_at:
             time.sleep(3600)
+        if width is not None and width == self.raise_at:
+            raise ValueError(f"no kernel of {width} lanes")
         return trace_seconds(trace), [np.zeros(3, np.float32)]
 
 

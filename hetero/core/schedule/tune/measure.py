@@ -12,7 +12,7 @@ breaks a pool alone is recorded as failed. The run goes on.
 An executor that runs work on threads (a Dask worker's, :mod:`.executors`) can neither
 arm an alarm there nor survive an abort, so there each candidate runs in a child forked
 from the worker, with the alarm armed in the child and its result sent back through a
-pipe: a crash or a hang ends the child, its trial records how (:class:`CandidateLost`),
+pipe: a crash or a hang ends the child, its trial records how (:class:`CandidateError`),
 and the worker lives on.
 
 A measurement counts only when its outputs match the default schedule's on the same
@@ -65,9 +65,9 @@ class Measurement:
     error: str | None = None
 
 
-class CandidateLost(Exception):
-    """A candidate's forked child died (a crash, or its alarm) or never answered; the
-    message says which, and is the trial's error."""
+class CandidateError(Exception):
+    """A candidate's failure in a forked child, worded as its trial's error: the
+    exception the child raised, or how the child died (a crash, its alarm)."""
 
 
 def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repeats: int, seed: int,
@@ -89,7 +89,7 @@ def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repe
 def _measure_in_child(backend: Backend, task: TuningTask, trace: Trace, repeats: int, seed: int,
                       timeout_s: float) -> tuple[float, list[np.ndarray]]:
     """The measurement made in a child forked from this thread's process; the child's
-    exception is raised here, and its death is a :class:`CandidateLost`.
+    exception, or its death, is a :class:`CandidateError` here.
 
     Forking a process with threads is safe here because the parent's threads never
     build or run candidates (they wait on children, or run the executor's own loop), so
@@ -110,25 +110,23 @@ def _measure_in_child(backend: Backend, task: TuningTask, trace: Trace, repeats:
     if data:
         outcome, value = pickle.loads(data)
         if outcome == "raised":
-            raise value
+            raise CandidateError(value)
         return value
-    raise CandidateLost(_death(status, timeout_s, ended=data is not None))
+    raise CandidateError(_death(status, timeout_s, ended=data is not None))
 
 
 def _child(write: int, backend: Backend, task: TuningTask, trace: Trace, repeats: int, seed: int,
            timeout_s: float) -> None:
-    """The forked child: measure under the alarm, send ("returned" | "raised", value)
-    through ``write``, and leave without running the parent's exit handlers."""
+    """The forked child: measure under the alarm, send ("returned", result) or ("raised",
+    the error as text: any exception pickles so, and unpickles) through ``write``, and
+    leave without running the parent's exit handlers."""
     try:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(max(1, int(round(timeout_s))))
         try:
             message = pickle.dumps(("returned", backend.tuning_measure(task, trace, repeats, seed)))
-        except Exception as exc:  # noqa: BLE001 - the parent raises it as the trial's error
-            try:
-                message = pickle.dumps(("raised", exc))
-            except Exception:  # noqa: BLE001 - an exception that does not pickle goes as text
-                message = pickle.dumps(("raised", RuntimeError(f"{type(exc).__name__}: {exc}")))
+        except Exception as exc:  # noqa: BLE001 - a candidate's failure is its trial's
+            message = pickle.dumps(("raised", f"{type(exc).__name__}: {exc}"))
         with os.fdopen(write, "wb") as out:
             out.write(message)
     finally:
@@ -224,7 +222,7 @@ class Measurer:
             except FutureTimeout:
                 self._discard()
                 found.append(Measurement(None, error=f"timed out after {self.timeout_s:g} s"))
-            except CandidateLost as exc:
+            except CandidateError as exc:
                 found.append(Measurement(None, error=str(exc)))
             except Exception as exc:  # noqa: BLE001 - a candidate's failure is its trial's, not the run's
                 found.append(Measurement(None, error=f"{type(exc).__name__}: {exc}"))

@@ -182,8 +182,9 @@ def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records:
             say_trial(f"{name} trial {count}/{trials or '-'}: {outcome}; "
                       f"best {_fmt(best.seconds if best else None, result.task)}; {timing}")
             rate = gflops(best.seconds if best else None, result.task)
-            progress.step("trial", count, trials or 0, f"best {rate or 0.0:.1f} GFLOP/s; "
-                          f"{clock.done}/{clock.total or '-'} in all, {timing}")
+            overall = f"{clock.done}/{clock.total}" if clock.total else f"{clock.done}"
+            progress.step("trial", count, trials or 0, ("" if trials else f"{count} done, ")
+                          + f"best {rate or 0.0:.1f} GFLOP/s; {overall} in all, {timing}")
 
         result = search.run(trials, deadline, on_trial)
         progress.end("trial")
