@@ -60,7 +60,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Tune the model's tasks within the budget; write the records and the HTML report."""
     from hetero.core.schedule.tune.executors import executor_factory
     from hetero.core.schedule.tune.report import html_report
-    from hetero.core.schedule.tune.tuner import Budget, extract_tasks, tune
+    from hetero.core.schedule.tune.tuner import Budget, extract_tasks, measuring_machines, tune
 
     budget = Budget.parse(args.budget)
     check_writable(args.output, "-o/--output")
@@ -69,7 +69,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     with executor_factory(args.executor) as executor:  # first: a wrong address fails before any work
         graph = load_graph(args)
         tasks = extract_tasks(graph, session(args, graph))
-        machines = {b.name: b.tuning_machine() for b, _ in tasks}
+        machines = measuring_machines(tasks, executor)
         where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
         log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}; measured on "
             f"{executor.where}")

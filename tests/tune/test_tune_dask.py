@@ -4,6 +4,8 @@ the errors of a bad executor spec."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import sys
 
@@ -76,6 +78,9 @@ def test_the_same_seed_on_dask_and_on_as_many_local_processes_measures_the_same_
     assert [r.chosen for r in on_dask] == [r.chosen for r in on_local]
     assert sum(len(r.trials) - 1 for r in on_dask) == 14  # the whole budget: the spaces hold more
     assert all(r.chosen is not None for r in on_dask)
+    # The records carry the machine the workers report (here the same host as this process).
+    assert {json.dumps(r.machine) for r in load_records(tmp_path / "dask.jsonl")} == {
+        json.dumps(TraceTimedBackend().tuning_machine())}
     # The candidates ran on the cluster, on both workers.
     ran = [t for t in stream.data if "measure_in_worker" in t["key"]]
     assert len(ran) == sum(len(r.trials) + len(r.confirmations) for r in on_dask)
@@ -114,6 +119,18 @@ def test_hetero_tune_builds_and_measures_real_kernels_on_dask(cluster, tmp_path,
     stored = load_records(records)
     assert len(stored) == 3 + 2  # every task's default and the two trials
     assert all(r.seconds is not None and r.seconds > 0 for r in stored)
+
+
+def test_workers_on_different_machines_are_refused(cluster, tmp_path):
+    address, _ = cluster
+    tasks = _tasks(TraceTimedBackend(machine_per_process=True))
+    with executor_factory(address) as executor, \
+            pytest.raises(OptionError, match=r"2 different machines for trace_timed \(their process differ\)"):
+        tune(tasks, Budget(trials=2), tmp_path / "r.jsonl", executor=executor, repeats=1)
+    # Local processes are forked from this one: the machine is this process's.
+    with executor_factory("local:2") as executor:
+        tune(tasks, Budget(trials=2), tmp_path / "r.jsonl", executor=executor, repeats=1, confirm_rounds=0)
+    assert {r.machine["process"] for r in load_records(tmp_path / "r.jsonl")} == {os.getpid()}
 
 
 def _closed_port() -> int:

@@ -5,6 +5,7 @@ them: a candidate's seconds come from a checksum of its trace's JSON, the same i
 every process, so two runs of a search are equal exactly when they measure the same
 points in the same order. A candidate of ``crash_at`` lanes aborts (as an LLVM
 assertion would), one of ``hang_at`` lanes hangs, and one of ``raise_at`` lanes raises.
+With ``machine_per_process`` every process reports a machine of its own.
 It lives in a module of its own so that the processes of a Dask cluster, which get this
 folder on their path, can import it.
 """
@@ -27,11 +28,12 @@ class TraceTimedBackend(Backend):
     name = "trace_timed"
     version = "0"
 
-    def __init__(self, crash_at: int | None = None, hang_at: int | None = None,
-                 raise_at: int | None = None) -> None:
+    def __init__(self, crash_at: int | None = None, hang_at: int | None = None, raise_at: int | None = None,
+                 machine_per_process: bool = False) -> None:
         self.crash_at = crash_at
         self.hang_at = hang_at
         self.raise_at = raise_at
+        self.machine_per_process = machine_per_process
 
     def compile(self, subgraph, target):
         raise NotImplementedError
@@ -51,6 +53,9 @@ class TraceTimedBackend(Backend):
         if width is not None and width == self.raise_at:
             raise ValueError(f"no kernel of {width} lanes")
         return trace_seconds(trace), [np.zeros(3, np.float32)]
+
+    def tuning_machine(self):
+        return {"process": os.getpid()} if self.machine_per_process else super().tuning_machine()
 
 
 def trace_seconds(trace) -> float:

@@ -11,7 +11,10 @@
 
 A factory's ``batch``, the candidates in flight, is also the search's round size
 (:meth:`~hetero.core.schedule.tune.search.TaskSearch.run`), so ``local:2`` and a cluster
-of two worker threads, with the same seed, measure the same points.
+of two worker threads, with the same seed, measure the same points. Its
+:meth:`~ExecutorFactory.on_workers` asks every worker a question (the tuner asks the
+backend's machine identity, which the records then carry: the workers', not this
+process's).
 
 No candidate kills a Dask worker, so the scheduler's ``allowed-failures`` (how often a
 task that was running on a lost worker is retried elsewhere) matters only for a worker
@@ -24,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hetero.core.schedule.tune.measure import local_pool
 from hetero.errors import OptionError
@@ -34,20 +37,33 @@ CONNECT_TIMEOUT_S = 10.0
 
 FORMS = "local, local:N (N worker processes) or dask://HOST:PORT (a Dask scheduler)"
 
+T = TypeVar("T")
+
+
+def _here(question: Callable[[], T]) -> list[T]:
+    """Local workers are forked from this process, on this machine: it answers for them."""
+    return [question()]
+
 
 @dataclass
 class ExecutorFactory:
     """What a spec names: calling it makes an executor (again after one breaks);
-    ``batch`` candidates are measured at once; ``where`` says where, for the log.
-    :meth:`close` lets go of what the factory holds (a Dask client)."""
+    ``batch`` candidates are measured at once; ``where`` says where, for the log;
+    ``ask`` runs a question on every worker. :meth:`close` lets go of what the factory
+    holds (a Dask client)."""
 
     make: Callable[[], Executor]
     batch: int
     where: str
+    ask: Callable[[Callable[[], Any]], list[Any]] = field(default=_here, repr=False)
     release: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def __call__(self) -> Executor:
         return self.make()
+
+    def on_workers(self, question: Callable[[], T]) -> list[T]:
+        """``question()`` answered by every worker (its answers, one a worker process)."""
+        return self.ask(question)
 
     def close(self) -> None:
         """Release the factory's resources; executors it made must be shut down first."""
@@ -101,8 +117,8 @@ def _dask(spec: str, timeout_s: float) -> ExecutorFactory:
         raise OptionError(f"executor {spec!r}: the Dask scheduler at {address} has no workers after "
                           f"{timeout_s:g} s; start some (`dask worker {address}`)") from None
     threads = sum(client.nthreads().values())
-    return ExecutorFactory(lambda: _ClientPool(client), threads,
-                           f"{threads} Dask worker threads at {address}", client.close)
+    return ExecutorFactory(lambda: _ClientPool(client), threads, f"{threads} Dask worker threads at {address}",
+                           lambda question: list(client.run(question).values()), client.close)
 
 
 class _ClientPool(Executor):

@@ -15,10 +15,12 @@ Dask cluster), in rounds of its batch. Progress goes to :mod:`hetero.core.progre
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # The compile's own units: tasks are the kernels a compile of the same session builds.
 from hetero.core import progress
@@ -30,6 +32,7 @@ from hetero.core.schedule.tune.measure import Measurer
 from hetero.core.schedule.tune.records import append_records, new_record
 from hetero.core.schedule.tune.search import TaskResult, TaskSearch, Trial
 from hetero.core.schedule.tune.task import TuningTask, merge_tasks
+from hetero.errors import OptionError
 
 Log = Callable[[str], None]
 
@@ -49,8 +52,6 @@ class Budget:
     @staticmethod
     def parse(text: str) -> Budget:
         """``"200"`` (trials) or ``"60s"`` (seconds)."""
-        from hetero.errors import OptionError
-
         try:
             if text.endswith("s"):
                 seconds = float(text[:-1])
@@ -107,6 +108,7 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
     measurers: dict[str, Measurer] = {}
     searches: list[tuple[Backend, TaskSearch]] = []
     try:
+        out = _Records(records, measuring_machines(tasks, factory))
         for index, (backend, task) in enumerate(tasks):
             progress.step("tune", index + 1, len(tasks), f"{task.label}: default schedule")
             if backend.name not in measurers:
@@ -114,11 +116,11 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
                                                    timeout_s=timeout_s, seed=seed)
             search = TaskSearch(task, backend, measurers[backend.name], seed + index)
             trial = search.default()
-            _write(records, backend, task, trial)
+            out.write(backend, task, trial)
             say(f"task {index + 1}/{len(tasks)} {task.label}: default {_fmt(trial.seconds, task)} "
                 f"x{task.occurrences}, {search.space.size()} points")
             searches.append((backend, search))
-        _search(searches, budget, records, _Clock(start), say, trial_log or (lambda line: None), confirm_rounds)
+        _search(searches, budget, out, _Clock(start), say, trial_log or (lambda line: None), confirm_rounds)
     finally:
         progress.end("tune")
         for measurer in measurers.values():
@@ -151,8 +153,7 @@ class _Clock:
         return f"elapsed {now - self.start:.0f} s, ~{max(0.0, remaining):.0f} s left"
 
 
-def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records: str | os.PathLike[str],
-            clock: _Clock, say: Log, say_trial: Log, confirm_rounds: int) -> None:
+def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, out: _Records, clock: _Clock, say: Log, say_trial: Log, confirm_rounds: int) -> None:
     """Share ``budget`` among the searches by weight and run them."""
     weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
                for _, s in searches]
@@ -176,7 +177,7 @@ def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records:
         def on_trial(result: TaskResult, name: str = name, trials: int | None = trials,
                      backend: Backend = backend) -> None:
             trial, best, count = result.trials[-1], result.best, len(result.trials) - 1
-            _write(records, backend, result.task, trial)
+            out.write(backend, result.task, trial)
             timing = clock.tick()
             outcome = _fmt(trial.seconds, result.task) if trial.error is None else f"failed ({trial.error})"
             say_trial(f"{name} trial {count}/{trials or '-'}: {outcome}; "
@@ -191,14 +192,13 @@ def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, records:
         failed = sum(t.error is not None for t in result.trials[1:])
         say(f"{name} searched: {len(result.trials) - 1} trials ({failed} failed), "
             f"best {_fmt(result.best.seconds if result.best else None, result.task)}")
-        _confirm(search, backend, records, name, say, confirm_rounds)
+        _confirm(search, backend, out, name, say, confirm_rounds)
 
 
-def _confirm(search: TaskSearch, backend: Backend, records: str | os.PathLike[str], name: str, say: Log,
-             rounds: int) -> None:
+def _confirm(search: TaskSearch, backend: Backend, out: _Records, name: str, say: Log, rounds: int) -> None:
     """The confirmation rounds of one searched task, one line at the end."""
     def on_confirm(result: TaskResult) -> None:
-        _write(records, backend, result.task, result.confirmations[-1])
+        out.write(backend, result.task, result.confirmations[-1])
         progress.step("confirm", len(result.confirmations), 0, "the default and the fastest again")
 
     result = search.confirm(rounds, CONFIRM_TOP, on_confirm)
@@ -210,9 +210,39 @@ def _confirm(search: TaskSearch, backend: Backend, records: str | os.PathLike[st
             f"chosen {_fmt(chosen[1] if chosen else None, result.task)}")
 
 
-def _write(path: str | os.PathLike[str], backend: Backend, task: TuningTask, trial: Trial) -> None:
-    append_records(path, [new_record(task.key, backend.name, trial.trace.to_json(), trial.seconds,
-                                     backend.tuning_machine(), task.label, trial.error)])
+def measuring_machines(tasks: Sequence[tuple[Backend, TuningTask]],
+                       executor: ExecutorFactory) -> dict[str, dict[str, Any]]:
+    """Per backend of ``tasks``, the machine identity
+    (:meth:`~hetero.core.plugin.backend.Backend.tuning_machine`) that every worker of
+    ``executor`` reports: the machine the measurements hold for, which is not this
+    process's when the workers are elsewhere. An :class:`OptionError` when the workers
+    differ: a run's records hold one machine."""
+    machines: dict[str, dict[str, Any]] = {}
+    for backend, _ in tasks:
+        if backend.name in machines:
+            continue
+        answers = executor.on_workers(backend.tuning_machine)
+        found = {json.dumps(m, sort_keys=True, default=str): m for m in answers}
+        if len(found) > 1:
+            differ = sorted({k for m in answers for k in m if any(m.get(k) != other.get(k) for other in answers)})
+            raise OptionError(f"the {executor.where} are on {len(found)} different machines for {backend.name} "
+                              f"(their {', '.join(differ)} differ): one run's records hold one machine, so tune "
+                              "on workers of one kind")
+        machines[backend.name] = answers[0]
+    return machines
+
+
+@dataclass(frozen=True)
+class _Records:
+    """The records file, and the machine each backend's measurements hold for."""
+
+    path: str | os.PathLike[str]
+    machines: dict[str, dict[str, Any]]
+
+    def write(self, backend: Backend, task: TuningTask, trial: Trial) -> None:
+        """Append ``trial`` of ``task`` as a record."""
+        append_records(self.path, [new_record(task.key, backend.name, trial.trace.to_json(), trial.seconds,
+                                              self.machines[backend.name], task.label, trial.error)])
 
 
 def gflops(seconds: float | None, task: TuningTask) -> float | None:
