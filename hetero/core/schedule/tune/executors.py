@@ -12,7 +12,7 @@
 A factory's ``batch``, the candidates in flight, is also the search's round size
 (:meth:`~hetero.core.schedule.tune.search.TaskSearch.run`), so ``local:2`` and a cluster
 of two worker threads, with the same seed, measure the same points. Its
-:meth:`~ExecutorFactory.on_workers` asks every worker a question (the tuner asks the
+:attr:`~ExecutorFactory.on_workers` asks every worker a question (the tuner asks the
 backend's machine identity, which the records then carry: the workers', not this
 process's).
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from hetero.core.schedule.tune.measure import local_pool
 from hetero.errors import OptionError
@@ -37,10 +37,7 @@ CONNECT_TIMEOUT_S = 10.0
 
 FORMS = "local, local:N (N worker processes) or dask://HOST:PORT (a Dask scheduler)"
 
-T = TypeVar("T")
-
-
-def _here(question: Callable[[], T]) -> list[T]:
+def _here(question: Callable[[], Any]) -> list[Any]:
     """Local workers are forked from this process, on this machine: it answers for them."""
     return [question()]
 
@@ -49,21 +46,17 @@ def _here(question: Callable[[], T]) -> list[T]:
 class ExecutorFactory:
     """What a spec names: calling it makes an executor (again after one breaks);
     ``batch`` candidates are measured at once; ``where`` says where, for the log;
-    ``ask`` runs a question on every worker. :meth:`close` lets go of what the factory
-    holds (a Dask client)."""
+    ``on_workers(question)`` is ``question()`` answered by every worker process, a list.
+    :meth:`close` lets go of what the factory holds (a Dask client)."""
 
     make: Callable[[], Executor]
     batch: int
     where: str
-    ask: Callable[[Callable[[], Any]], list[Any]] = field(default=_here, repr=False)
+    on_workers: Callable[[Callable[[], Any]], list[Any]] = field(default=_here, repr=False)
     release: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def __call__(self) -> Executor:
         return self.make()
-
-    def on_workers(self, question: Callable[[], T]) -> list[T]:
-        """``question()`` answered by every worker (its answers, one a worker process)."""
-        return self.ask(question)
 
     def close(self) -> None:
         """Release the factory's resources; executors it made must be shut down first."""
