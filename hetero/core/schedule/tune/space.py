@@ -1,7 +1,10 @@
 """The search space of a task: every decision of its default trace is a knob.
 
 A split's factors after the first (the first is left to be inferred, so any inner
-factor covers the loop) and a pack's factor are knobs. Decisions that must change
+factor covers the loop) and a pack's factor are knobs. An instruction whose ``choices``
+attribute lists a decision's legal values (decision name -> ints: a backend that knows
+its machine's legal tiles, as npu_sim does) gets those values for that knob instead
+of the generic powers of two and divisors. Decisions that must change
 together share one knob: a register tile's lane split and the pack of the operand the
 lanes index must agree (``pack`` requires reads indexed ``factor * outer + v`` with
 ``v`` a loop of extent ``factor``). The coupling is found, not declared: a pack whose
@@ -63,10 +66,17 @@ def _knobs(trace: Trace) -> list[Knob]:
                 knobs.append(Knob(f"{ins.inputs[0]}: factor {p}", ((k, "factors", p),),
                                   _choices(bound, factors[p]), factors[p]))
         else:
+            allowed = ins.attrs.get("choices") or {}
             for name, value in ins.decisions.items():
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-                    knobs.append(Knob(f"{ins.kind} {ins.inputs[0]}: {name}", ((k, name, None),),
-                                      _choices(max(value, MAX_FACTOR), value), value))
+                if not isinstance(value, int) or isinstance(value, bool):
+                    continue
+                if name in allowed:
+                    values = tuple(sorted({value, *(int(v) for v in allowed[name])}))
+                elif value >= 1:
+                    values = _choices(max(value, MAX_FACTOR), value)
+                else:
+                    continue
+                knobs.append(Knob(f"{ins.kind} {ins.inputs[0]}: {name}", ((k, name, None),), values, value))
     return knobs
 
 
