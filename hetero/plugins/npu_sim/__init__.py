@@ -9,7 +9,8 @@ timing model and race detection between the load, compute and store engines).
 
 The backend (``backend``: :class:`~hetero.plugins.npu_sim.backend.NpuSimBackend`),
 built on the compiler (``compiler``: int8 graph → program), is registered through
-the ``hetero.backends`` entry point like any third-party plugin.
+the ``hetero.backends`` entry point like any third-party plugin; ``tuning`` makes each
+convolution's tiling tunable by ``hetero tune``, measured in simulated cycles.
 """
 
 from hetero.core.plugin import hookimpl

@@ -24,7 +24,11 @@ from hetero.core.ir.graph import Graph, Node
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.runtime.device import NumpyDevice
+from hetero.core.schedule import Trace
+from hetero.core.schedule.tune.records import TUNED_OPTION
+from hetero.core.schedule.tune.task import TuningTask
 from hetero.errors import PluginError
+from hetero.plugins.npu_sim import tuning
 from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc
 from hetero.plugins.npu_sim.config import PRESETS, NpuConfig
@@ -157,9 +161,11 @@ OPTIONS = (
            types=(bool,)),
     Option("npu_timeline", "make every run record the timeline the report and timeline_html draw",
            default=False, types=(bool,)),
+    Option(TUNED_OPTION, "tuned tiling per convolution: {task key: trace JSON}; hetero.compile(records=FILE) "
+                         "fills it from `hetero tune` records", types=(dict,)),
 )
 #: The options that describe the machine (the others shape the build).
-_DEVICE_OPTIONS = frozenset(o.name for o in OPTIONS) - {"npu_double_buffer", "npu_timeline"}
+_DEVICE_OPTIONS = frozenset(o.name for o in OPTIONS) - {"npu_double_buffer", "npu_timeline", TUNED_OPTION}
 
 
 class NpuSimBackend(Backend):
@@ -220,16 +226,36 @@ class NpuSimBackend(Backend):
 
         ``npu_double_buffer=False`` compiles without splitting the SRAM buffers;
         ``npu_timeline=True`` makes every run record the timeline the part's report
-        and ``timeline_html`` break down.
+        and ``timeline_html`` break down; a layer with a tuned tiling in ``tuned_schedules``
+        that still fits is tiled so (:mod:`~hetero.plugins.npu_sim.tuning`).
         """
         config: NpuConfig = target.settings
-        lowered = lower_graph(subgraph, config, double_buffer=target.options["npu_double_buffer"])
+        tilings = tuning.tuned_tilings(target.options[TUNED_OPTION] or {})
+        lowered = lower_graph(subgraph, config, double_buffer=target.options["npu_double_buffer"], tilings=tilings)
         return NpuPart(lowered.program, config, lowered.locs, {n.name: layer_work(n) for n in subgraph.nodes},
                        record_timeline=target.options["npu_timeline"])
 
     def load_artifact(self, artifact: bytes) -> NpuPart:
         """Rebuild the part whose artifact is ``artifact``."""
         return NpuPart.from_artifact(artifact)
+
+    def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:
+        """One task per distinct convolution tiling problem (:func:`~hetero.plugins.npu_sim.tuning.tasks`)."""
+        return tuning.tasks(subgraph, target.settings, target.options["npu_double_buffer"], self.name)
+
+    def tuning_replay(self, task: TuningTask, trace: Trace) -> None:
+        """Refuse a tiling that overflows an SRAM slot or leaves its legal values."""
+        tuning.replay(task, trace)
+
+    def tuning_measure(self, task: TuningTask, trace: Trace, repeats: int,
+                       seed: int) -> tuple[float, list[np.ndarray]]:
+        """The layer's simulated seconds with ``trace``'s tiling, and its output."""
+        return tuning.measure(task, trace, repeats, seed)
+
+    def tuning_machine(self) -> dict[str, Any]:
+        """The simulator, not the host: records transfer across hosts (the simulated machine
+        is in every task key)."""
+        return tuning.machine(self.name, self.version)
 
 
 def _check_node(node: Node) -> Support:

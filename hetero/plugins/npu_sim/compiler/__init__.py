@@ -23,13 +23,14 @@ Example::
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.errors import PluginError
 from hetero.plugins.npu_sim.compiler.builder import NHWC, Loc, ProgramBuilder, row_major
 from hetero.plugins.npu_sim.compiler.conv import emit_qconv, emit_qmatmul
+from hetero.plugins.npu_sim.compiler.conv_plan import Tiling
 from hetero.plugins.npu_sim.compiler.data import emit_data, in_place
 from hetero.plugins.npu_sim.compiler.vector import emit_elementwise, emit_pool
 from hetero.plugins.npu_sim.config import NpuConfig
@@ -129,9 +130,12 @@ def layout(graph: Graph, fresh: Callable[[Value, tuple[int, ...]], Loc]) -> dict
     return locs
 
 
-def lower_graph(graph: Graph, config: NpuConfig, *, double_buffer: bool = True) -> Lowered:
-    """Compile ``graph`` and keep the DRAM location of every value it computes."""
-    b = ProgramBuilder(config, double_buffer=double_buffer)
+def lower_graph(graph: Graph, config: NpuConfig, *, double_buffer: bool = True,
+                tilings: Mapping[str, Tiling] | None = None) -> Lowered:
+    """Compile ``graph`` and keep the DRAM location of every value it computes; a convolution
+    whose tiling problem has a fitting entry in ``tilings`` is tiled so (see
+    :func:`~hetero.plugins.npu_sim.compiler.conv_plan.choose_tiling`)."""
+    b = ProgramBuilder(config, double_buffer=double_buffer, tilings=tilings)
     for node in graph.nodes:
         if node.op not in EMITTERS:
             raise PluginError(f"npu_sim: node {node.name!r} is a {node.op}, which the npu_sim compiler does not "

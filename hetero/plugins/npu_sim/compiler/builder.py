@@ -18,7 +18,9 @@ keep a slot from being refilled before its last reader has finished.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +38,9 @@ from hetero.plugins.npu_sim.isa import (
     Wait,
 )
 from hetero.plugins.npu_sim.program import Binding, Program, Segment
+
+if TYPE_CHECKING:
+    from hetero.plugins.npu_sim.compiler.conv_plan import Tiling
 
 _ALIGN = 64
 
@@ -122,11 +127,19 @@ NHWC = (0, 2, 3, 1)
 
 
 class ProgramBuilder:
-    """Accumulates instructions, DRAM allocations and segments; :meth:`finish` makes the Program."""
+    """Accumulates instructions, DRAM allocations and segments; :meth:`finish` makes the Program.
 
-    def __init__(self, config: NpuConfig, *, double_buffer: bool = True) -> None:
+    ``tilings`` are tuned tilings by tiling problem
+    (:func:`~hetero.plugins.npu_sim.compiler.conv_plan.problem_key`), which
+    :func:`~hetero.plugins.npu_sim.compiler.conv_plan.choose_tiling` prefers to its own choice
+    when they fit.
+    """
+
+    def __init__(self, config: NpuConfig, *, double_buffer: bool = True,
+                 tilings: Mapping[str, Tiling] | None = None) -> None:
         self.config = config
         self.slots = 2 if double_buffer else 1
+        self.tilings = dict(tilings or {})
         self.instrs: list[Instr] = []
         self.segments: list[Segment] = []
         self.dram_top = 0

@@ -127,7 +127,7 @@ def _emit(b: ProgramBuilder, node: Node, s: ConvShape, x: Loc | View, y: Loc | V
     elif packs_taps(b, s):
         s, x, weights = _tap_packed(b, s, x, weights, a["x_zero"])
     xs, ys = x.strides, y.strides
-    t = choose_tiling(b, node, s, xs, ys)
+    t = choose_tiling(b, node, s, xs, ys, x.taps if isinstance(x, View) else 1)
     cols = b.config.array_cols
     kh, kw = s.kernel
     sh, sw = s.stride

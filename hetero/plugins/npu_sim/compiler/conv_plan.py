@@ -14,7 +14,10 @@ DRAM layouts of the node's input and output, this module decides everything abou
   kernel tap covering every output row of the tile (see :func:`row_pitch`) and one GEMM
   per output row, from :func:`_estimate`, the cycle model's own costs (fill and drain,
   weight loads, DMA bytes, latency and runs) over every tiling that fits the SRAM
-  buffers (:func:`choose_tiling`);
+  buffers (:func:`choose_tiling`), unless the builder holds a tuned tiling of the same
+  problem (:func:`problem_key`) that still fits; the legal values of each field
+  (:func:`tiling_options`) and the fit (:func:`overflow`) are what
+  :mod:`~hetero.plugins.npu_sim.tuning` searches and checks;
 - the cycles of the whole node (:func:`plan_cost`), which the backend's estimate uses.
 
 It emits nothing; the window geometry (:func:`window_span`, :func:`window_extent`,
@@ -24,8 +27,10 @@ It emits nothing; the window geometry (:func:`window_span`, :func:`window_extent
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from hetero.core.ir.graph import Node
 from hetero.errors import PluginError
@@ -239,9 +244,88 @@ def _step_costs(cfg: NpuConfig, s: ConvShape, t: Tiling, xs: tuple[int, ...], ys
     return tiles * k_steps, load, compute, tiles * store
 
 
-def choose_tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ...], ys: tuple[int, ...]) -> Tiling:
-    """The tiling that fits every SRAM buffer and that :func:`_estimate` finds fastest."""
-    slots = tuple(b.slot_size(n) for n in ("inp", "wgt", "out", "acc"))
+#: The SRAM buffers a tiling must fit, in the order :func:`overflow` checks them.
+BUFFERS = ("wgt", "inp", "out", "acc")
+#: The order of a ``slots`` tuple: the elements one slot of each buffer holds.
+SLOT_ORDER = ("inp", "wgt", "out", "acc")
+
+
+def slot_sizes(b: ProgramBuilder) -> tuple[int, int, int, int]:
+    """The elements one slot of each buffer of ``b`` holds, in :data:`SLOT_ORDER`."""
+    return tuple(b.slot_size(n) for n in SLOT_ORDER)
+
+
+def tiling_options(cfg: NpuConfig, s: ConvShape, taps: int = 1) -> dict[str, list[int]]:
+    """The values each field of a :class:`Tiling` of ``s`` may take on ``cfg``, largest first.
+
+    ``oct``, ``tow`` and ``toh`` are the lists the analytic search walks: the whole output
+    channels, whole multiples of the array's width and fractions of it; halvings of the output
+    width; balanced tiles of the output height. ``ck`` is the input-channel chunk: the array's
+    rows (or every channel, when fewer) and halvings of it, whole multiples of ``taps`` for a
+    tap-packed view (a chunk must not split a pixel's taps); the analytic search takes the first.
+    ``multi`` is 1 (one GEMM covers every row of the tile) or 0 (one GEMM per row).
+    """
+    cols = cfg.array_cols
+    oct = sorted({s.cout} | {m * cols for m in range(1, s.cout // cols + 1)}
+                 | {max(1, cols >> i) for i in range(8) if cols >> i < s.cout}, reverse=True)
+    ck = [taps * c for c in halvings(min(s.cin, cfg.array_rows) // taps)]
+    return {"toh": _tile_sizes(s.out_hw[0]), "tow": halvings(s.out_hw[1]), "oct": oct, "ck": ck, "multi": [1, 0]}
+
+
+def footprint(s: ConvShape, t: Tiling) -> dict[str, int]:
+    """Elements tiling ``t`` of ``s`` needs in one slot of each SRAM buffer: ``wgt`` its weights and
+    12 bytes of requantisation parameters per channel, ``inp`` its padded input window, ``out`` its
+    int8 results, ``acc`` its accumulators (with the rows between output rows a multi-row GEMM covers)."""
+    kh, kw = s.kernel
+    rows = (t.toh - 1) * row_pitch(t.tow, s) + t.tow if t.multi else t.toh * t.tow
+    return {"wgt": kh * kw * t.ck * t.oct + 12 * t.oct,
+            "inp": window_extent(t.toh, s.stride[0], kh, s.dilation[0]) * window_width(t.tow, s) * t.ck,
+            "out": t.toh * t.tow * t.oct,
+            "acc": rows * t.oct}
+
+
+def overflow(slots: tuple[int, int, int, int], s: ConvShape, t: Tiling) -> str | None:
+    """The first buffer of :data:`BUFFERS` whose slot (``slots``: ``inp``, ``wgt``, ``out``, ``acc``
+    elements) tiling ``t`` of ``s`` does not fit, or None when it fits them all."""
+    capacity = dict(zip(SLOT_ORDER, slots))
+    need = footprint(s, t)
+    return next((buf for buf in BUFFERS if need[buf] > capacity[buf]), None)
+
+
+def tiling_problem(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShape, t: Tiling,
+                   taps: int = 1) -> str | None:
+    """Why ``t`` cannot tile ``s`` in ``slots`` on ``cfg`` (a field off its
+    :func:`tiling_options`, or the buffer it overflows and by how much), or None when it can."""
+    options = tiling_options(cfg, s, taps)
+    for name, values in options.items():
+        value = int(getattr(t, name))
+        if value not in values:
+            return f"{name}={value} is not one of its values {values}"
+    buf = overflow(slots, s, t)
+    if buf is not None:
+        capacity = dict(zip(SLOT_ORDER, slots))[buf]
+        return (f"the tile overflows the {buf} buffer: it needs {footprint(s, t)[buf]} elements, "
+                f"a slot holds {capacity}")
+    return None
+
+
+def problem_key(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShape, xs: tuple[int, ...],
+                ys: tuple[int, ...], taps: int = 1) -> str:
+    """The identity of a tiling problem: the machine, its slots, the convolution and the DRAM
+    strides it reads and writes (addresses aside), so equal layers of a model share one key."""
+    text = json.dumps([asdict(cfg), list(slots), asdict(s), list(xs), list(ys), taps], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def choose_tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ...], ys: tuple[int, ...],
+                  taps: int = 1) -> Tiling:
+    """The builder's tuned tiling of this problem (:attr:`ProgramBuilder.tilings`, by
+    :func:`problem_key`) when it has one that still fits, else the tiling that fits every SRAM
+    buffer and that :func:`_estimate` finds fastest."""
+    slots = slot_sizes(b)
+    tuned = b.tilings.get(problem_key(b.config, slots, s, xs, ys, taps)) if b.tilings else None
+    if tuned is not None and tiling_problem(b.config, slots, s, tuned, taps) is None:
+        return tuned
     best, failed = _search_tiling(b.config, slots, s, xs, ys)
     if best is None:
         raise PluginError(
@@ -258,35 +342,37 @@ def _search_tiling(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShap
                    ys: tuple[int, ...]) -> tuple[Tiling | None, str]:
     """The fastest tiling that fits the ``inp``, ``wgt``, ``out``, ``acc`` slot sizes ``slots``, or
     None and the buffer that the last tiling tried overflowed."""
-    ck = min(s.cin, cfg.array_rows)
-    oh, ow = s.out_hw
-    kh, kw = s.kernel
-    inp, wgt, out, acc = slots
-    cols = cfg.array_cols
-    oc_options = sorted({s.cout} | {m * cols for m in range(1, s.cout // cols + 1)}
-                        | {max(1, cols >> i) for i in range(8) if cols >> i < s.cout}, reverse=True)
+    options = tiling_options(cfg, s)
+    ck = options["ck"][0]
     failed, best, best_cost = "wgt", None, 0
-    for oct in oc_options:
-        if kh * kw * ck * oct + 12 * oct > wgt:
-            continue
-        for tow in halvings(ow):
-            width, pitch = window_width(tow, s), row_pitch(tow, s)
-            for toh in _tile_sizes(oh):
-                if window_extent(toh, s.stride[0], kh, s.dilation[0]) * width * ck > inp:
-                    failed = "inp"
-                    continue
-                if toh * tow * oct > out:
-                    failed = "out"
-                    continue
+    for oct in options["oct"]:
+        for tow in options["tow"]:
+            for toh in options["toh"]:
                 for multi in (True, False):
-                    if ((toh - 1) * pitch + tow if multi else toh * tow) * oct > acc:
-                        failed = "acc"
-                        continue
                     tiling = Tiling(toh, tow, oct, ck, multi)
+                    buf = overflow(slots, s, tiling)
+                    if buf is not None:
+                        failed = buf
+                        continue
                     cost = _estimate(cfg, s, tiling, xs, ys)
                     if best is None or cost < best_cost:
                         best, best_cost = tiling, cost
     return best, failed
+
+
+def rewritten(b: ProgramBuilder, node: Node, x: Loc, y: Loc) -> tuple[ConvShape, Loc | View, Loc | View]:
+    """The convolution whose tiling :func:`choose_tiling` picks for ``node`` reading ``x`` and writing
+    ``y``, with its operand views, after the rewrite the emitter applies first (a tap-packed
+    view's scratch image at address 0: addresses do not matter to the tiling)."""
+    if node.op == "QMatMul":
+        s, xv, yv = matmul_views(node, x, y)
+    else:
+        s, xv, yv = conv_shape(node), x, y
+    if s.kernel == (1, 1) and not any(s.pads) and s.stride != (1, 1):
+        s, xv = subsampled(s, xv)
+    elif packs_taps(b, s):
+        s, xv = tap_packing(s, 0)
+    return s, xv, yv
 
 
 def subsampled(s: ConvShape, x: Loc | View) -> tuple[ConvShape, View]:
@@ -370,8 +456,8 @@ def plan_cost(node: Node, config: NpuConfig, x: Loc, y: Loc, *, double_buffer: b
     elif packs_taps(b, s):
         fill = _tap_copy_cycles(b, s, xv.strides)
         s, xv = tap_packing(s, 0)
-    t = choose_tiling(b, node, s, xv.strides, yv.strides)
     taps = (xv.taps, xv.tap_stride) if isinstance(xv, View) else (1, 0)
+    t = choose_tiling(b, node, s, xv.strides, yv.strides, taps[0])
     steps, load, compute, store = _step_costs(config, s, t, xv.strides, yv.strides, *taps)
     reps = s.n * s.group
     return fill + _overlapped(reps * steps, load, compute, reps * store)
