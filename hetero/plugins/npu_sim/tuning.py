@@ -44,11 +44,11 @@ from hetero.plugins.npu_sim.compiler.conv_plan import (
     Tiling,
     View,
     choose_tiling,
+    misfit,
     problem_key,
     rewritten,
     slot_sizes,
     tiling_options,
-    tiling_problem,
 )
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.program import Binding
@@ -136,7 +136,7 @@ def replay(task: TuningTask, trace: Trace) -> Tiling:
     field that is off its legal values."""
     payload: TilingTask = task.payload
     t = tiling_of(trace)
-    problem = tiling_problem(payload.config, payload.slots, payload.shape, t, payload.taps)
+    problem = misfit(payload.config, payload.slots, payload.shape, t, payload.taps)
     if problem is not None:
         raise ScheduleError(f"npu_sim tiling {t} of {task.label}: {problem}")
     return t

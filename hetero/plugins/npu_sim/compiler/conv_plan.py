@@ -16,7 +16,7 @@ DRAM layouts of the node's input and output, this module decides everything abou
   weight loads, DMA bytes, latency and runs) over every tiling that fits the SRAM
   buffers (:func:`choose_tiling`), unless the builder holds a tuned tiling of the same
   problem (:func:`problem_key`) that still fits; the legal values of each field
-  (:func:`tiling_options`) and the fit (:func:`overflow`) are what
+  (:func:`tiling_options`) and the fit (:func:`overflow`, :func:`misfit`) are what
   :mod:`~hetero.plugins.npu_sim.tuning` searches and checks;
 - the cycles of the whole node (:func:`plan_cost`), which the backend's estimate uses.
 
@@ -292,8 +292,8 @@ def overflow(slots: tuple[int, int, int, int], s: ConvShape, t: Tiling) -> str |
     return next((buf for buf in BUFFERS if need[buf] > capacity[buf]), None)
 
 
-def tiling_problem(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShape, t: Tiling,
-                   taps: int = 1) -> str | None:
+def misfit(cfg: NpuConfig, slots: tuple[int, int, int, int], s: ConvShape, t: Tiling,
+           taps: int = 1) -> str | None:
     """Why ``t`` cannot tile ``s`` in ``slots`` on ``cfg`` (a field off its
     :func:`tiling_options`, or the buffer it overflows and by how much), or None when it can."""
     options = tiling_options(cfg, s, taps)
@@ -324,7 +324,7 @@ def choose_tiling(b: ProgramBuilder, node: Node, s: ConvShape, xs: tuple[int, ..
     buffer and that :func:`_estimate` finds fastest."""
     slots = slot_sizes(b)
     tuned = b.tilings.get(problem_key(b.config, slots, s, xs, ys, taps)) if b.tilings else None
-    if tuned is not None and tiling_problem(b.config, slots, s, tuned, taps) is None:
+    if tuned is not None and misfit(b.config, slots, s, tuned, taps) is None:
         return tuned
     best, failed = _search_tiling(b.config, slots, s, xs, ys)
     if best is None:
