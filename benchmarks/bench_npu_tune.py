@@ -6,8 +6,9 @@ The model is built as ``bench_npu.py`` builds it (seeded random weights, seed 0;
 on four seeded random inputs) for ``npu_sim`` then ``llvm_cpu``. Its npu_sim tuning tasks
 (one per distinct convolution tiling problem) are tuned by ``hetero.core.schedule.tune``
 with a budget of ``--trials-per-task`` times the number of tasks, shared by weight
-(occurrences x the analytic tiling's cycles); each trial simulates one layer, and the
-records go to a temporary file. The model is then compiled without and with those
+(occurrences x the analytic tiling's cycles); each trial simulates one layer (a candidate
+whose simulation runs past ``--timeout`` seconds of this host's time, a tiling of tiny
+tiles and many instructions, is a failed trial), and the records go to a temporary file. The model is then compiled without and with those
 records and one run on a fifth input is simulated: the script prints the NPU regions'
 total simulated cycles both ways and their ratio, checks the outputs are bit-identical,
 and lists the tasks with the most cycles (analytic vs tuned, per run and x occurrences).
@@ -74,6 +75,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="tasks to list")
     parser.add_argument("--samples", type=int, default=4, help="calibration inputs")
     parser.add_argument("--seed", type=int, default=0, help="the search's seed")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a candidate's simulation may take before it counts as failed")
     args = parser.parse_args()
 
     t = step(f"loading light:{args.model} with random weights (seed 0) and optimising")
@@ -94,7 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         records = Path(folder) / "npu_sim.jsonl"
         # Simulated cycles are exact: one run per trial, no confirmation rounds.
-        results = tune(tasks, budget, records, seed=args.seed, repeats=1, confirm_rounds=0)
+        results = tune(tasks, budget, records, seed=args.seed, repeats=1, confirm_rounds=0, timeout_s=args.timeout)
         tuning_s = time.perf_counter() - t0
         t = step(f"({tuning_s:.1f} s) compiling without and with the records, simulating one run each")
         default = hetero.compile(graph, targets=TARGETS, quantize=calibration)
@@ -113,7 +116,9 @@ def main() -> None:
     print(f"  analytic / tuned {base / best:.4f} ({(base - best) / base:+.2%} of the cycles saved); outputs "
           f"{'bit-identical' if same else 'DIFFER'}")
     improved = sum(1 for r in results if r.chosen and r.default_seconds and r.chosen[1] < r.default_seconds)
-    print(f"  tasks the search improved: {improved} of {len(results)}")
+    failed = [t for r in results for t in r.trials[1:] if t.seconds is None]
+    print(f"  tasks the search improved: {improved} of {len(results)}; failed trials: {len(failed)} of {trials}"
+          + (f" (first: {failed[0].error})" if failed else ""))
     print(f"\ntop {args.top} tasks by analytic cycles x occurrences (tiling toh x tow x oct / ck, m: one GEMM "
           "per tap, r: per row):")
     print("\n".join(task_rows(results, clock, args.top)))
