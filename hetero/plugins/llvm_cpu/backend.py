@@ -25,7 +25,7 @@ from hetero.core.lower.steps import VIEW_OPS, KernelStep, kernel_steps
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.errors import OptionError
 from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.passes.layout import block_layout
+from hetero.core.passes.layout import block_layout, pads_groups
 from hetero.core.plugin.backend import Backend, Support
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.core.schedule import Trace
@@ -181,9 +181,11 @@ def _threads(target: Target) -> int:
 def kernel_graph(subgraph: Graph, target: Target) -> Graph:
     """``subgraph`` after llvm_cpu's graph passes: the graph whose steps become kernels."""
     with timing.phase("graph passes", OWNER):
-        graph = fuse_epilogues(ungroup_convs(subgraph))
-        if target.options["layout"] != "nchw":
-            graph = block_layout(graph, host().lanes(4))
+        if target.options["layout"] == "nchw":
+            return fuse_epilogues(ungroup_convs(subgraph))
+        lanes = host().lanes(4)
+        graph = fuse_epilogues(ungroup_convs(subgraph, keep=lambda conv: pads_groups(conv, lanes)))
+        graph = block_layout(graph, lanes)
     return graph
 
 

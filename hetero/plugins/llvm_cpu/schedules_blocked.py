@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.expr import Binary, Load, Var
+from hetero.core.ir.tir.expr import Binary, Const, Load, Var
 from hetero.core.ir.tir.stmt import For, PrimFunc, Store
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
@@ -47,6 +47,7 @@ class BlockedPlan:
     blocks: For  # the output-channel block loop (co)
     row: For  # the innermost spatial loop (ow)
     lane: For  # the channel lanes, innermost in every tensor
+    group_blocks: int = 0  # a grouped convolution's output blocks per group (0: not grouped)
 
 
 def plan_blocked(func: PrimFunc, block_name: str) -> BlockedPlan | None:
@@ -68,7 +69,16 @@ def plan_blocked(func: PrimFunc, block_name: str) -> BlockedPlan | None:
     for load in (e for e in exprs_of(update.value.b) if isinstance(e, Load)):
         if not _lane_last_or_absent(load, lane.var):
             return None
-    return BlockedPlan(spatial, spatial[1], spatial[-2], lane)
+    return BlockedPlan(spatial, spatial[1], spatial[-2], lane, _group_blocks(update.value.b, spatial[1].var))
+
+
+def _group_blocks(product: Binary, co: Var) -> int:
+    """Output blocks per group of a grouped convolution, whose input block is read at
+    ``co // blocks_per_group * ...`` (:mod:`hetero.core.lower.layout`); 0 if none is."""
+    for e in exprs_of(product):
+        if isinstance(e, Binary) and e.op == "floordiv" and e.a == co and isinstance(e.b, Const):
+            return int(e.b.value)
+    return 0
 
 
 def _lane_last_or_absent(load: Load, lane: Var) -> bool:
@@ -78,14 +88,17 @@ def _lane_last_or_absent(load: Load, lane: Var) -> bool:
     return uses == [len(load.indices) - 1] and affine(load.indices[-1]) == ({lane: 1}, 0)
 
 
-def tile_shape(rows: int, blocks: int, registers: int) -> tuple[int, int]:
+def tile_shape(rows: int, blocks: int, registers: int, group_blocks: int = 0) -> tuple[int, int]:
     """(rows, blocks) of the tile for a row loop of ``rows`` and ``blocks`` output blocks:
     divisors of each, at most :data:`ACCUMULATOR_SHARE` of ``registers`` as accumulators;
-    the most accumulators, ties to more rows (measured: 8 x 2 beat 4 x 4 by 1.3-2x)."""
+    the most accumulators, ties to more rows (measured: 8 x 2 beat 4 x 4 by 1.3-2x). A
+    grouped convolution's tile keeps to one group (its blocks divide ``group_blocks``),
+    so that every block of the tile reads the same broadcast inputs."""
     budget = int(registers * ACCUMULATOR_SHARE)
     best = (1, 1)
-    for b in range(1, min(blocks, MAX_BLOCKS) + 1):
-        if blocks % b:
+    within = group_blocks or blocks
+    for b in range(1, min(within, MAX_BLOCKS) + 1):
+        if blocks % b or within % b:
             continue
         r = max(d for d in range(1, min(rows, budget // b) + 1) if rows % d == 0)
         if (r * b, r) > (best[0] * best[1], best[0]):
@@ -98,7 +111,7 @@ def schedule_blocked(sch: Schedule, block_name: str, plan: BlockedPlan, threads:
     cpu = host()
     block = BlockRef(block_name)
     ref = {f.var.name: LoopRef(block_name, f.var.name) for f in plan.spatial}
-    rows, blocks = tile_shape(plan.row.extent, plan.blocks.extent, cpu.vector_registers)
+    rows, blocks = tile_shape(plan.row.extent, plan.blocks.extent, cpu.vector_registers, plan.group_blocks)
     row_outer, row_inner = sch.split(ref[plan.row.var.name], [None, rows])
     block_outer, block_inner = sch.split(ref[plan.blocks.var.name], [None, blocks])
     outer: list[LoopRef] = []

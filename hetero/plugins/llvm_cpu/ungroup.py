@@ -21,7 +21,10 @@ window schedule already handles them.
 
 from __future__ import annotations
 
-from hetero.core.ir.graph import Graph, Value
+from collections.abc import Callable
+from dataclasses import replace
+
+from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.passes.pattern import Const, Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 
@@ -67,6 +70,15 @@ RULES = (
 )
 
 
-def ungroup_convs(graph: Graph) -> Graph:
-    """A copy of ``graph`` with wide grouped Convs split into one ordinary Conv per group."""
-    return rewrite(graph, RULES).graph
+def ungroup_convs(graph: Graph, keep: Callable[[Node], bool] | None = None) -> Graph:
+    """A copy of ``graph`` with wide grouped Convs split into one ordinary Conv per group,
+    but those ``keep`` says stay grouped (the ones the blocked layout takes whole)."""
+    if keep is None:
+        return rewrite(graph, RULES).graph
+
+    def check(g: Graph, m: Match) -> str | None:
+        if keep(m.root):
+            return f"Conv {m.root.name} stays grouped: the blocked layout takes it whole"
+        return _check(g, m)
+
+    return rewrite(graph, tuple(replace(rule, check=check) for rule in RULES)).graph

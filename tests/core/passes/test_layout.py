@@ -20,9 +20,9 @@ from hetero.core.ir.graph import Graph, Value
 from hetero.core.ir.opdef import get_op
 from hetero.core.ir.ops.layout import blocked_weight, from_blocked, to_blocked, unblocked_weight
 from hetero.core.passes.fuse import fuse_epilogues, groups
-from hetero.core.passes.layout import block_layout
+from hetero.core.passes.layout import Placement, block_layout
 from hetero.core.runtime.reference import run_reference
-from hetero.errors import OptionError, ShapeError
+from hetero.errors import InputError, OptionError, ShapeError
 from models import LIGHT_MODELS, light_model_path
 from oracle import run_model
 
@@ -360,3 +360,140 @@ def test_pass_pads_a_depthwise_conv_and_its_converted_input_with_zero_channels()
 def test_llvm_cpu_refuses_an_unknown_layout_option() -> None:
     with pytest.raises(OptionError, match="layout"):
         hetero.compile(_chain(), targets=["llvm_cpu"], layout="nhwc")
+
+
+# -- grouped Convs with padded groups and channel shuffles (ShuffleNet's units) -----------
+
+
+def _shuffle(gb: GraphBuilder, x: Value, groups: int, name: str) -> Value:
+    """ShuffleNet's channel shuffle: Reshape to (N, G, C/G, H, W), swap those axes, Reshape back."""
+    n, c, h, w = x.shape
+    split = gb.Reshape(x, shape=(n, groups, c // groups, h, w), name=f"{name}_split")
+    swapped = gb.Transpose(split, perm=(0, 2, 1, 3, 4), name=f"{name}_swap")
+    return gb.Reshape(swapped, shape=(n, c, h, w), name=f"{name}_merge")
+
+
+def _shufflenet_like() -> Graph:
+    """ShuffleNet's stem, its first (stride-2) unit and one residual unit, small: grouped 1x1
+    Convs of group 4 (6 -> 28 channels a group, then 28 and 34 a group, which the block of 16
+    does not divide), each Relu then channel shuffle, depthwise 3x3 Convs, the Concat with an
+    AveragePool branch (112 + 24 = 136 channels) and the residual Add."""
+    rng = np.random.default_rng(20)
+    gb = GraphBuilder()
+
+    def conv(x: Value, c_out: int, group: int = 1, k: int = 1, stride: int = 1, name: str = "") -> Value:
+        w = gb.constant(rng.standard_normal((c_out, x.shape[1] // group, k, k)).astype(np.float32) / k)
+        b = gb.constant(rng.standard_normal(c_out).astype(np.float32))
+        return gb.Conv(x, w, b, pads=(k // 2,) * 4, strides=(stride, stride), group=group, name=name)
+
+    x = gb.input("x", (1, 3, 16, 16))
+    stem = gb.Relu(conv(x, 24, k=3, name="stem"), name="stem_relu")
+    a = _shuffle(gb, gb.Relu(conv(stem, 112, group=4, name="a1"), name="a1_relu"), 4, "a_shuffle")
+    a = conv(conv(a, 112, group=112, k=3, stride=2, name="a_dw"), 112, group=4, name="a2")
+    pool = gb.AveragePool(stem, kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), name="a_pool")
+    r = gb.Relu(gb.Concat(a, pool, axis=1, name="a_cat"), name="a_relu")
+    b = _shuffle(gb, gb.Relu(conv(r, 136, group=4, name="b1"), name="b1_relu"), 4, "b_shuffle")
+    b = conv(conv(b, 136, group=136, k=3, name="b_dw"), 136, group=4, name="b2")
+    gb.output(gb.Relu(gb.Add(b, r, name="b_add"), name="b_relu"))
+    return gb.build()
+
+
+def test_pass_keeps_shufflenet_units_blocked_and_shuffles_without_a_kernel() -> None:
+    graph = _shufflenet_like()
+    blocked = block_layout(fuse_epilogues(graph), BLOCK)
+    histogram = blocked.op_histogram()
+    # Every Conv blocked, both shuffles gone: each grouped Conv reads its groups' channels
+    # where they are. Two gathers remain: the residual (the Concat's channels) into the
+    # Conv's whole-block groups for the Add, before the Conv so that the Conv, Add and Relu
+    # stay one kernel, and the output back in order, which one conversion then takes.
+    assert histogram["ConvBlocked"] == 7 and "Conv" not in histogram and "Transpose" not in histogram, histogram
+    assert histogram["ChannelGatherBlocked"] == 2 and histogram["LayoutFromBlocked"] == 1, histogram
+    assert "LayoutToBlocked" not in histogram and "Reshape" in histogram, histogram  # the stem's input
+    assert _conversion_problems(blocked) == []
+    # 28 and 34 output channels a group take 2 and 3 blocks each; every group's input
+    # channels are read one by one through its table, none padded.
+    convs = {n: blocked.node(n) for n in ("a1", "a2", "b1", "b2")}
+    assert {n: c.inputs[1].shape for n, c in convs.items()} == {
+        "a1": (8, 6, 1, 1, 1, BLOCK), "a2": (8, 28, 1, 1, 1, BLOCK),
+        "b1": (12, 34, 1, 1, 1, BLOCK), "b2": (12, 34, 1, 1, 1, BLOCK)}
+    assert {n: c.inputs[3].shape for n, c in convs.items()} == {"a1": (24,), "a2": (112,), "b1": (136,), "b2": (136,)}
+    assert [n.op for n in groups(blocked)["b2"]] == ["ConvBlocked", "Add", "Relu"]
+    feeds = {"x": np.random.default_rng(21).standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    want = run_reference(graph, feeds)["b_relu"]
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(run_reference(blocked, feeds)["b_relu"], want, rtol=0, atol=1e-5 * scale)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[], num_threads=1)
+    np.testing.assert_allclose(exe.run(feeds)["b_relu"], want, rtol=0, atol=1e-5 * scale)
+
+
+def test_llvm_cpu_keeps_padded_groups_grouped_only_in_the_blocked_layout() -> None:
+    from hetero.core.plugin import get_backend
+    from hetero.core.plugin.target import bind
+    from hetero.plugins.llvm_cpu.backend import kernel_graph
+
+    graph = _shufflenet_like()
+    backend = get_backend("llvm_cpu")
+    ops = {layout: kernel_graph(graph, bind(backend, {"layout": layout})).op_histogram()
+           for layout in ("nchw", "blocked")}
+    # In NCHW the 28- and 34-channel groups are split into one Conv each (the 6-channel
+    # ones are too narrow to pay); blocked, every grouped Conv stays one kernel.
+    assert ops["nchw"]["Split"] == 3 and ops["nchw"]["Conv"] == 1 + 3 * 4 + 1 + 2, ops["nchw"]
+    assert "Split" not in ops["blocked"] and ops["blocked"]["ConvBlocked"] == 7, ops["blocked"]
+
+
+def test_channel_gather_blocked_moves_channels_across_blocks_and_zeroes_padding() -> None:
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((2, 24, 3, 5)).astype(np.float32)
+    # ShuffleNet's shuffle of 4 groups of 6, into whole-block groups: 4 blocks of 8.
+    source = [k % 4 * 6 + k // 4 for k in range(24)]
+    table = np.full(32, -1, np.int64)
+    for k in range(24):
+        table[k // 6 * 8 + k % 6] = source[k]
+    want = np.zeros((2, 32, 3, 5), np.float32)
+    for p, s in enumerate(table):
+        if s >= 0:
+            want[:, p] = x[:, s]
+    xb = to_blocked(x, 8)
+    got = get_op("ChannelGatherBlocked").reference([xb, table.reshape(4, 8)], {})[0]
+    np.testing.assert_array_equal(got, to_blocked(want, 8))
+    gb = GraphBuilder()
+    y = gb.ChannelGatherBlocked(gb.input("x", xb.shape), gb.constant(table.reshape(4, 8)))
+    gb.output(y)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1)
+    np.testing.assert_array_equal(exe.run({"x": xb})[y.name], to_blocked(want, 8))
+    with pytest.raises(ShapeError, match="channel below 24"):
+        get_op("ChannelGatherBlocked").reference([xb, np.full((4, 8), 24, np.int64)], {})
+    with pytest.raises(ShapeError, match="block b = 8"):
+        gb.ChannelGatherBlocked(y, gb.constant(np.zeros((4, 4), np.int64)))
+
+
+def test_placement_of_padded_groups_and_its_gather_table() -> None:
+    grouped = Placement.grouped(6, 2, 4)
+    assert grouped == Placement((0, 1, 2, 4, 5, 6), 8) and not grouped.exact and not grouped.is_prefix
+    assert Placement.packed(8, 4).exact and Placement.packed(6, 4).is_prefix
+    np.testing.assert_array_equal(grouped.sources(Placement.packed(6, 4)), [0, 1, 2, -1, 3, 4, 5, -1])
+    np.testing.assert_array_equal(grouped.scatter(np.arange(1, 7), 0), [1, 2, 3, 0, 4, 5, 6, 0])
+
+
+def test_conv_blocked_reads_each_group_through_its_sources_and_refuses_one_out_of_range() -> None:
+    rng = np.random.default_rng(23)
+    # Two groups of 3 input channels, scattered over 2 blocks of 4 (the other lanes must not
+    # count), each group giving one block of 4 output channels.
+    x = rng.standard_normal((1, 8, 5, 5)).astype(np.float32)
+    sources = np.array([6, 1, 3, 0, 7, 4], np.int64)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    want = get_op("Conv").reference([x[:, sources], w], {"kernel_shape": (3, 3), "strides": (1, 1),
+                                                          "dilations": (1, 1), "pads": (1,) * 4, "group": 2})[0]
+    gb = GraphBuilder()
+    s = gb.input("s", (6,), np.int64)
+    y = gb.ConvBlocked(gb.input("x", (1, 2, 5, 5, 4)), gb.constant(blocked_weight(w, 1, 4)), None, s,
+                       pads=(1,) * 4, group=2)
+    gb.output(y)
+    exe = hetero.compile(gb.build(), targets=["llvm_cpu"], num_threads=1)
+    xb = to_blocked(x, 4)
+    np.testing.assert_allclose(exe.run({"x": xb, "s": sources})[y.name], to_blocked(want, 4), rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputError, match="out of range for axis 1 of size 8"):
+        exe.run({"x": xb, "s": np.array([6, 1, 3, 0, 8, 4], np.int64)})
+    with pytest.raises(ShapeError, match="out of range"):
+        gb.ConvBlocked(y, gb.constant(blocked_weight(w, 1, 4)), None, gb.constant(np.full(6, -1, np.int64)),
+                       pads=(1,) * 4, group=2)

@@ -15,10 +15,9 @@ import pytest
 
 import hetero
 from hetero.core.frontend.onnx import randomize_weights
-from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.passes.layout import block_layout
-from hetero.plugins.llvm_cpu.host import host
-from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
+from hetero.core.plugin import get_backend
+from hetero.core.plugin.target import bind
+from hetero.plugins.llvm_cpu.backend import kernel_graph
 from models import LIGHT_MODELS, light_model_path
 from oracle import run_model
 
@@ -36,10 +35,11 @@ def test_light_model_on_llvm_cpu_matches_onnxruntime(name: str) -> None:
     (placement,) = exe.placements
     assert placement.backend == "llvm_cpu"
     covered = sorted(n for step in placement.part.steps for n in step.nodes)
-    # The backend first splits wide grouped convolutions into ordinary ones, fuses
-    # epilogues and puts convolution chains in the host's blocked layout: each node of
-    # the graph that makes, and no other, is computed by exactly one step.
-    compiled = block_layout(fuse_epilogues(ungroup_convs(graph)), host().lanes(4))
+    # The backend first splits wide grouped convolutions into ordinary ones (but those
+    # the blocked layout takes whole), fuses epilogues and puts convolution chains in the
+    # host's blocked layout: each node of the graph that makes, and no other, is computed
+    # by exactly one step.
+    compiled = kernel_graph(graph, bind(get_backend("llvm_cpu")))
     assert covered == sorted(n.name for n in compiled.nodes)
 
     x = np.random.default_rng(0).standard_normal(graph.inputs[0].shape).astype(np.float32)

@@ -9,6 +9,12 @@ vector of ``block`` lanes holds one pixel's channels (oneDNN's ``nChw16c``, TVM'
 stores whole vectors, and reads its weights as whole vectors, where in NCHW each of its
 tile stores is a transposed scatter.
 
+``ChannelGatherBlocked`` moves channels between blocks and lanes: where a blocked tensor
+keeps a grouped Conv's groups each on whole blocks (a group's channels padded to a block
+boundary) or its channels in a shuffled order, and an op needs them elsewhere (a
+residual Add, the conversion back), it is the one copy that rearranges them, where
+going through NCHW would take three (back, the rearrangement, blocked again).
+
 ``ConvBlocked`` means ``Conv`` on the unblocked tensors: its reference unblocks its
 operands, calls Conv's reference and blocks the result, so the one definition of a
 convolution stays Conv's. Pooling and elementwise ops need no blocked twin: a pool
@@ -24,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.opdef import Attr, OpDef, get_op, no_flops, register
+from hetero.core.ir.opdef import Attr, OpDef, get_op, index_problem, no_flops, register
 from hetero.core.ir.ops.common import require_float, same_dtype
 from hetero.core.ir.types import TensorType
-from hetero.errors import ShapeError
+from hetero.errors import InputError, ShapeError
 
 
 def to_blocked(x: np.ndarray, block: int) -> np.ndarray:
@@ -110,6 +116,40 @@ register(OpDef(
 ))
 
 
+# -- ChannelGatherBlocked ------------------------------------------------------------------
+
+
+def _gather_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+    x, s = ins[0], ins[1]
+    if x.rank < 4:
+        raise ShapeError(f"ChannelGatherBlocked input X must be (N, C/b, D1, ..., b), got {x}")
+    if s.rank != 2 or s.shape[1] != x.shape[-1] or s.dtype.kind != "i":
+        raise ShapeError(f"ChannelGatherBlocked sources S must be integers (P/b, b) with X's block "
+                         f"b = {x.shape[-1]}, got {s}")
+    return [TensorType((x.shape[0], s.shape[0]) + x.shape[2:], x.dtype)]
+
+
+def _gather_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+    x, sources = ins[0], ins[1].reshape(-1)
+    held = x.shape[1] * x.shape[-1]
+    if sources.size and not (-1 <= sources.min() and sources.max() < held):
+        raise ShapeError(f"ChannelGatherBlocked: sources must be -1 or a channel below {held}, "
+                         f"got {sources.min()}..{sources.max()}")
+    plain = from_blocked(x)
+    picked = np.take(plain, np.maximum(sources, 0), axis=1)
+    picked[:, sources < 0] = 0
+    return [to_blocked(picked, x.shape[-1])]
+
+
+register(OpDef(
+    "ChannelGatherBlocked", ("X", "S"), ("Y",), _gather_infer, _gather_reference,
+    flops=no_flops,
+    doc="Blocked X (N, C/b, D..., b) with its channels rearranged: Y (N, P/b, D..., b) whose "
+        "channel p (block p // b, lane p % b) is X's channel S[p // b, p % b], or zero where that "
+        "is -1",
+))
+
+
 # -- ConvBlocked -------------------------------------------------------------------------
 
 
@@ -133,9 +173,11 @@ def _conv_complete(ins: list[TensorType | None], attrs: dict[str, Any]) -> dict[
     return _spatial(attrs, x)
 
 
-def conv_view(x: TensorType, w: TensorType, attrs: dict[str, Any]) -> tuple[TensorType, TensorType]:
-    """The Conv input and weight types that ConvBlocked's X and W stand for."""
-    plain_x = TensorType((x.shape[0], x.shape[1] * x.shape[-1]) + x.shape[2:-1], x.dtype)
+def conv_view(x: TensorType, w: TensorType, attrs: dict[str, Any],
+              s: TensorType | None = None) -> tuple[TensorType, TensorType]:
+    """The Conv input and weight types that ConvBlocked's X and W (and S) stand for."""
+    channels = x.shape[1] * x.shape[-1] if s is None else s.shape[0]
+    plain_x = TensorType((x.shape[0], channels) + x.shape[2:-1], x.dtype)
     plain_w = TensorType((w.shape[0] * w.shape[-1], w.shape[1] * w.shape[-2]) + w.shape[2:-2], w.dtype)
     return plain_x, plain_w
 
@@ -143,13 +185,18 @@ def conv_view(x: TensorType, w: TensorType, attrs: dict[str, Any]) -> tuple[Tens
 def _conv_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
+    s = ins[3] if len(ins) > 3 else None
     require_float(x, "ConvBlocked input X")
     same_dtype([x, w, b], "ConvBlocked's X, W and B")
     block_in, block_out, group = x.shape[-1], w.shape[-1], attrs["group"]
-    plain_x, plain_w = conv_view(x, w, attrs)
+    plain_x, plain_w = conv_view(x, w, attrs, s)
     per_in, per_out = plain_w.shape[1], plain_w.shape[0] // max(group, 1)
     depthwise = per_in == 1 and per_out == 1 and w.shape[-2] == 1 and block_in == block_out
-    if not depthwise and w.shape[-2] != block_in:
+    if s is not None:
+        if s.rank != 1 or s.dtype.kind != "i" or w.shape[-2] != 1 or depthwise:
+            raise ShapeError(f"ConvBlocked: input channel sources S must be integers (C,) and W {w} must "
+                             f"block its input channels by 1 (not a depthwise convolution), got S {s}")
+    elif not depthwise and w.shape[-2] != block_in:
         raise ShapeError(f"ConvBlocked: W {w} blocks its input channels by {w.shape[-2]} but X {x} by "
                          f"{block_in}; they must match (or be a depthwise convolution's 1)")
     if group > 1 and not depthwise and per_out % block_out:
@@ -165,9 +212,23 @@ def _conv_infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType
 def _conv_reference(ins: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
-    plain = [from_blocked(x), unblocked_weight(w)] + ([] if b is None else [b.reshape(-1)])
+    s = ins[3] if len(ins) > 3 else None
+    plain_x = from_blocked(x)
+    if s is not None:
+        problem = index_problem(s, 1, plain_x.shape[1], wraps=False)
+        if problem is not None:
+            raise InputError(f"ConvBlocked input channel sources S: {problem}")
+        plain_x = np.ascontiguousarray(plain_x[:, s])
+    plain = [plain_x, unblocked_weight(w)] + ([] if b is None else [b.reshape(-1)])
     y = get_op("Conv").reference(plain, attrs)[0]
     return [to_blocked(y, w.shape[-1])]
+
+
+def _conv_index_bounds(ins: list[TensorType], attrs: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
+    """S indexes X's channels (none negative): checked when the node is built where S is
+    a constant, by the backend before the kernel runs where it is not."""
+    x = ins[0]
+    return [] if len(ins) < 4 or ins[3] is None else [(3, 1, x.shape[1] * x.shape[-1], False)]
 
 
 def _conv_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, Any]) -> int:
@@ -178,7 +239,7 @@ def _conv_flops(ins: list[TensorType], outs: list[TensorType], attrs: dict[str, 
 
 
 register(OpDef(
-    "ConvBlocked", ("X", "W", "B?"), ("Y",), _conv_infer, _conv_reference,
+    "ConvBlocked", ("X", "W", "B?", "S?"), ("Y",), _conv_infer, _conv_reference,
     attrs={
         "kernel_shape": Attr("ints", None, "kernel spatial shape (derived: W.shape[2:-2])"),
         "strides": Attr("ints", None, "step per spatial axis (derived: ones)"),
@@ -186,8 +247,10 @@ register(OpDef(
         "dilations": Attr("ints", None, "spacing of kernel taps (derived: ones)"),
         "group": Attr("int", 1, "number of channel groups, as Conv's"),
     },
-    flops=_conv_flops, complete=_conv_complete,
+    flops=_conv_flops, complete=_conv_complete, index_bounds=_conv_index_bounds,
     doc="Conv in the blocked-channel layout: X (N, C/bi, D..., bi), W (O/bo, I/bi, K..., bi, bo) "
         "(a depthwise one (C/b, 1, K..., 1, b)), B (O/bo, bo) -> Y (N, O/bo, D'..., bo); bi = 1 "
-        "reads an NCHW input as it is",
+        "reads an NCHW input as it is. With S (C,), W blocks its input channels by 1 and the "
+        "convolution's input channel c is X's channel S[c] (block S[c] // bi, lane S[c] % bi): "
+        "a grouped one reads each group's channels wherever in X they are",
 ))
