@@ -7,6 +7,12 @@
     hetero tune light:squeezenet --budget 200 --executor dask://10.0.0.5:8786 -o records.jsonl
     hetero compile light:squeezenet --records records.jsonl
 
+``--cost-model`` ranks each trial's candidates by a model learned from the trials
+measured so far (LightGBM, from the ``tune`` extra; ``auto``, the default, uses it where
+it is installed), and ``--transfer FILE`` teaches it first from earlier records (by
+default those already in ``-o``'s file, when it has some): kernels measured before start
+ranked, new ones by what their backend's other kernels showed.
+
 ``--executor`` says where candidates are built and measured: local processes, or the
 workers of a Dask cluster (:mod:`hetero.core.schedule.tune.executors`); with the same
 seed and as many candidates at once, both measure the same points.
@@ -22,7 +28,9 @@ the status line away. At the end an HTML page plots best-so-far against trials p
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from hetero.cli.common import (
@@ -53,6 +61,15 @@ def add_parser(subs: argparse._SubParsersAction) -> None:
                       help="where candidates are measured: local (one process, the default), local:N (N "
                            "processes, N candidates at once) or dask://HOST:PORT (the workers of a Dask "
                            "cluster, one candidate per worker thread at once; pip install 'hetero[tune]')")
+    tune.add_argument("--cost-model", default="auto", choices=("auto", "lightgbm", "none"),
+                      help="rank each trial's candidates with a learned model: lightgbm (pip install "
+                           "'hetero[tune]'), none (random and climbing draws only), or auto (lightgbm where "
+                           "installed; the default)")
+    tune.add_argument("--transfer", action="append", default=None, metavar="RECORDS",
+                      help="earlier records the cost model learns from before the search (repeatable; default: "
+                           "the records already in -o's file)")
+    tune.add_argument("--transfer-any-machine", action="store_true",
+                      help="let the cost model learn from records made on other machines too")
     tune.set_defaults(func=cmd_tune)
 
 
@@ -73,8 +90,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         where = "; ".join(f"{name} on {m.get('model', '')} ({m.get('name', '')})" for name, m in machines.items())
         log(f"{len(tasks)} tasks, {where or 'no tunable backend'}; budget {args.budget}; measured on "
             f"{executor.where}")
+        model = _cost_model(args, tasks, log)
         results = tune(tasks, budget, args.output, seed=args.seed, executor=executor, repeats=args.repeats,
-                       timeout_s=args.timeout, confirm_rounds=args.confirm, log=log,
+                       timeout_s=args.timeout, confirm_rounds=args.confirm, model=model, log=log,
                        trial_log=None if isinstance(status, TerminalProgress) else log)
     page = str(Path(args.output).with_suffix(".html"))
     write_text(page, html_report(results, f"hetero tune {args.model}"), "-o/--output")
@@ -85,6 +103,32 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"{_ms(chosen[1] if chosen else None)} ({gain}, {len(r.trials) - 1} trials, medians)")
     print(f"records  {args.output}\nplot     {page}")
     return 0
+
+
+def _cost_model(args: argparse.Namespace, tasks: list, log: Callable[[str], None]) -> object:
+    """The cost model ``--cost-model`` names, taught from ``--transfer``'s records (or the
+    output's earlier ones); None for none, or for auto without LightGBM (said in the log)."""
+    from hetero.core.schedule.tune.model import make_cost_model
+    from hetero.core.schedule.tune.records import load_records
+
+    name = args.cost_model
+    if name == "auto":
+        name = "lightgbm" if importlib.util.find_spec("lightgbm") is not None else "none"
+        if name == "none":
+            log("cost model: none (LightGBM is not installed: pip install 'hetero[tune]'); random and climbing "
+                "draws only")
+            return None
+    model = make_cost_model(name, {b for b, _ in tasks}, seed=args.seed)
+    log(f"cost model: {name}")
+    if model is None:
+        return None
+    sources = args.transfer if args.transfer is not None else [args.output] if Path(args.output).exists() else []
+    for source in sources:
+        used = model.pretrain(load_records(source), tasks, any_machine=args.transfer_any_machine)
+        log(f"cost model: learned from {used.used} earlier schedules in {source} (records skipped: {used.other_task} "
+            f"of kernels not in this model, {used.other_machine} from other machines, {used.stale} that no "
+            "longer apply)")
+    return model
 
 
 def _print(line: str) -> None:

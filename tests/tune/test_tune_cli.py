@@ -37,3 +37,33 @@ def test_a_malformed_budget_is_named(tmp_path, capsys):
     onnx.save(conv_net(), model)
     assert main(["tune", str(model), "--budget", "soon", "-o", str(tmp_path / "r.jsonl"), "-q"]) == 2
     assert "budget 'soon'" in capsys.readouterr().err
+
+
+def test_the_cost_model_learns_from_the_records_already_in_the_output(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    onnx.save(conv_net(), model)
+    records = tmp_path / "r.jsonl"
+    common = ["tune", str(model), "--budget", "4", "--confirm", "0", "-o", str(records), "-O", "num_threads=1",
+              "-q", "--cost-model", "lightgbm"]
+    assert main(common) == 0
+    err = capsys.readouterr().err
+    assert "cost model: lightgbm" in err and "learned from" not in err  # nothing earlier to learn from
+    first = len(load_records(records))
+    assert main(common + ["--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    # The second run learns from every distinct schedule the first one measured.
+    learned = int(err.split("learned from ")[1].split(" ")[0])
+    distinct = {(r.task, r.trace) for r in load_records(records)[:first]}
+    assert learned == len(distinct) > 0
+
+
+def test_cost_model_none_and_a_missing_transfer_file_are_handled(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    onnx.save(conv_net(), model)
+    out = tmp_path / "r.jsonl"
+    assert main(["tune", str(model), "--budget", "1", "--confirm", "0", "-o", str(out), "-O", "num_threads=1", "-q",
+                 "--cost-model", "none"]) == 0
+    assert "cost model: none" in capsys.readouterr().err
+    assert main(["tune", str(model), "--budget", "1", "-o", str(out), "-q", "--transfer",
+                 str(tmp_path / "missing.jsonl")]) != 0
+    assert "missing.jsonl" in capsys.readouterr().err

@@ -8,9 +8,10 @@ can be off by 2x. Every point is replayed first: one that does not apply is draw
 costs no trial; a point already measured is never measured twice. With a fixed seed
 and the same measurements, the same points are proposed in the same order.
 
-A learned cost model (phase 2: LightGBM, trained on the records as they arrive) plugs
-in as a :class:`CostModel`: given one, each trial draws :data:`PROPOSALS_PER_TRIAL`
-valid points and measures the one it ranks fastest.
+A learned cost model (:mod:`~hetero.core.schedule.tune.model`: LightGBM, trained on the
+trials as they arrive, the default's included) plugs in as a :class:`CostModel`: given
+one, each trial draws :data:`PROPOSALS_PER_TRIAL` valid points and measures the one it
+ranks fastest.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ PROPOSALS_PER_TRIAL = 16
 
 
 class CostModel(Protocol):
-    """What a learned cost model offers the search (none in phase 1)."""
+    """What a learned cost model offers the search."""
 
     def update(self, task: TuningTask, traces: list[Trace], seconds: list[float | None]) -> None:
         """Learn from measured traces of ``task`` (None: failed)."""
@@ -127,6 +128,8 @@ class TaskSearch:
         self._reference = m.outputs
         trial = Trial(point, self.task.default_trace, m.seconds, m.error)
         self.result.trials.append(trial)
+        if self.model is not None:
+            self.model.update(self.task, [trial.trace], [trial.seconds])
         return trial
 
     def run(self, trials: int | None, deadline: float | None = None,
@@ -195,13 +198,28 @@ class TaskSearch:
     def _propose(self, pending: int = 0) -> Point | None:
         """The next point to measure: valid and not yet measured (None: none found);
         ``pending`` points of this round are proposed but not measured yet (they take
-        their turns in the alternation of random and climbing draws)."""
-        wanted = 1 if self.model is None else PROPOSALS_PER_TRIAL
-        found: list[Point] = []
+        their turns in the alternation of random and climbing draws). A climbing turn
+        that finds no unmeasured valid neighbour of the best draws at random instead: the
+        neighbourhood is spent, not the space."""
         best = self.result.best
         climb = best is not None and (len(self.result.trials) + pending) % 2 == 0
+        found = self._draw(best.point if climb and best else None)
+        if not found and climb:
+            found = self._draw(None)
+        if not found:
+            return None
+        if self.model is None or len(found) == 1:
+            return found[0]
+        scores = self.model.rank(self.task, [self.space.trace(p) for p in found])
+        return found[min(range(len(found)), key=scores.__getitem__)]
+
+    def _draw(self, around: Point | None) -> list[Point]:
+        """Valid unmeasured points, one (PROPOSALS_PER_TRIAL for the model to rank):
+        mutations of ``around``, or uniform samples when it is None."""
+        wanted = 1 if self.model is None else PROPOSALS_PER_TRIAL
+        found: list[Point] = []
         for _ in range(MAX_DRAWS):
-            point = self.space.mutate(best.point, self.rng) if climb and best else self.space.sample(self.rng)
+            point = self.space.mutate(around, self.rng) if around is not None else self.space.sample(self.rng)
             if point in self._seen or point in found:
                 continue
             if not valid_point(self.space, point, self.replay):
@@ -210,9 +228,4 @@ class TaskSearch:
             found.append(point)
             if len(found) == wanted:
                 break
-        if not found:
-            return None
-        if self.model is None or len(found) == 1:
-            return found[0]
-        scores = self.model.rank(self.task, [self.space.trace(p) for p in found])
-        return found[min(range(len(found)), key=scores.__getitem__)]
+        return found

@@ -8,6 +8,10 @@ is appended to the records file as it finishes, so an interrupted run keeps what
 measured. After each task's search its default and fastest points are measured again
 in turn, and the records pick the lowest median.
 
+With a cost model (:mod:`.model`, one for the whole run, so that earlier tasks teach
+later ones), each trial measures the one of several valid candidates the model ranks
+fastest.
+
 Candidates are measured through an executor (:mod:`.executors`: local processes or a
 Dask cluster), in rounds of its batch. Progress goes to :mod:`hetero.core.progress`
 (a front end draws it) and, as lines, to the caller's logs.
@@ -30,7 +34,7 @@ from hetero.core.plugin.backend import Backend
 from hetero.core.schedule.tune.executors import ExecutorFactory, executor_factory
 from hetero.core.schedule.tune.measure import Measurer
 from hetero.core.schedule.tune.records import append_records, new_record
-from hetero.core.schedule.tune.search import TaskResult, TaskSearch, Trial
+from hetero.core.schedule.tune.search import CostModel, TaskResult, TaskSearch, Trial
 from hetero.core.schedule.tune.task import TuningTask, merge_tasks
 from hetero.errors import OptionError
 
@@ -92,12 +96,14 @@ def share(budget: int, weights: Sequence[float]) -> list[int]:
 
 def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: str | os.PathLike[str], *,
          seed: int = 0, executor: ExecutorFactory | None = None, repeats: int = 5, timeout_s: float = 60.0,
-         confirm_rounds: int = 3, log: Log | None = None, trial_log: Log | None = None) -> list[TaskResult]:
+         confirm_rounds: int = 3, model: CostModel | None = None, log: Log | None = None,
+         trial_log: Log | None = None) -> list[TaskResult]:
     """Tune ``tasks`` within ``budget``, appending every trial to ``records``; the results per
     task. Candidates are measured through ``executor`` (default: one local process), its
     ``batch`` at a time. After its search, each task's default and :data:`CONFIRM_TOP`
     fastest points are measured ``confirm_rounds`` more times in turn (outside the
-    budget, like the defaults).
+    budget, like the defaults). ``model`` ranks each trial's candidates (None: the
+    search's own random and climbing order).
 
     ``log`` receives one line per task's default, search and confirmation, ``trial_log``
     one per trial; :mod:`hetero.core.progress` hears a ``tune`` step per task (i of N)
@@ -114,7 +120,7 @@ def tune(tasks: Sequence[tuple[Backend, TuningTask]], budget: Budget, records: s
             if backend.name not in measurers:
                 measurers[backend.name] = Measurer(backend, executor=factory, batch=factory.batch, repeats=repeats,
                                                    timeout_s=timeout_s, seed=seed)
-            search = TaskSearch(task, backend, measurers[backend.name], seed + index)
+            search = TaskSearch(task, backend, measurers[backend.name], seed + index, model)
             trial = search.default()
             out.write(backend, task, trial)
             say(f"task {index + 1}/{len(tasks)} {task.label}: default {_fmt(trial.seconds, task)} "
