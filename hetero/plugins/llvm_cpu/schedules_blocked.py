@@ -93,16 +93,20 @@ def tile_shape(rows: int, blocks: int, registers: int, group_blocks: int = 0) ->
     divisors of each, at most :data:`ACCUMULATOR_SHARE` of ``registers`` as accumulators;
     the most accumulators, ties to more rows (measured: 8 x 2 beat 4 x 4 by 1.3-2x). A
     grouped convolution's tile keeps to one group (its blocks divide ``group_blocks``),
-    so that every block of the tile reads the same broadcast inputs."""
+    so that every block of the tile reads the same broadcast inputs, and prefers a tile
+    whose loads a step (``rows`` broadcasts, ``blocks`` weight vectors) do not outnumber
+    its multiply-adds: ShuffleNet's 34-channel groups (3 blocks) at 28 columns ran 17-25%
+    faster as 4 x 3 than as 14 x 1, which loads once per multiply-add."""
     budget = int(registers * ACCUMULATOR_SHARE)
-    best = (1, 1)
+    best, best_key = (1, 1), (False, 1, 1)
     within = group_blocks or blocks
     for b in range(1, min(within, MAX_BLOCKS) + 1):
         if blocks % b or within % b:
             continue
         r = max(d for d in range(1, min(rows, budget // b) + 1) if rows % d == 0)
-        if (r * b, r) > (best[0] * best[1], best[0]):
-            best = (r, b)
+        key = (bool(group_blocks) and r + b <= r * b, r * b, r)
+        if key > best_key:
+            best, best_key = (r, b), key
     return best
 
 
