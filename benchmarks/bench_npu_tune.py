@@ -1,6 +1,7 @@
 """Tuning npu_sim's convolution tilings on ResNet-50 int8: simulated cycles, analytic vs tuned.
 
-Run: ``python benchmarks/bench_npu_tune.py [--model resnet50] [--trials-per-task 15] [--top 10]``
+Run: ``python benchmarks/bench_npu_tune.py [--model resnet50] [--trials-per-task 15] [--top 10]
+[--only LAYER,...] [--timeout S]``
 
 The model is built as ``bench_npu.py`` builds it (seeded random weights, seed 0; quantised
 on four seeded random inputs) for ``npu_sim`` then ``llvm_cpu``. Its npu_sim tuning tasks
@@ -75,6 +76,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10, help="tasks to list")
     parser.add_argument("--samples", type=int, default=4, help="calibration inputs")
     parser.add_argument("--seed", type=int, default=0, help="the search's seed")
+    parser.add_argument("--only", help="tune only the tasks whose layer names (comma-separated) lead their labels")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a candidate's simulation may take before it counts as failed")
     args = parser.parse_args()
@@ -89,7 +91,7 @@ def main() -> None:
     calibration = samples[:-1]
     t = step(f"({time.perf_counter() - t:.1f} s) extracting npu_sim tuning tasks")
     tasks = [(b, task) for b, task in extract_tasks(graph, Session(TARGETS, quantize=calibration))
-             if b.name == "npu_sim"]
+             if b.name == "npu_sim" and (not args.only or task.label.split()[0] in args.only.split(","))]
     layers = sum(task.occurrences for _, task in tasks)
     budget = Budget(trials=args.trials_per_task * len(tasks))
     t0 = step(f"({time.perf_counter() - t:.1f} s) tuning {len(tasks)} tasks ({layers} layers), budget "
