@@ -1,7 +1,7 @@
 """Tuning npu_sim's convolution tilings on ResNet-50 int8: simulated cycles, analytic vs tuned.
 
 Run: ``python benchmarks/bench_npu_tune.py [--model resnet50] [--trials-per-task 15] [--top 10]
-[--only LAYER,...] [--timeout S]``
+[--only LAYER,...] [--timeout S] [--cost-model none|lightgbm]``
 
 The model is built as ``bench_npu.py`` builds it (seeded random weights, seed 0; quantised
 on four seeded random inputs) for ``npu_sim`` then ``llvm_cpu``. Its npu_sim tuning tasks
@@ -30,6 +30,7 @@ from hetero.core.compiler import Session
 from hetero.core.frontend.light import resolve_model
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
+from hetero.core.schedule.tune.model import make_cost_model
 from hetero.core.schedule.tune.search import TaskResult
 from hetero.core.schedule.tune.tuner import Budget, extract_tasks, tune
 from hetero.plugins.npu_sim.backend import NpuPart
@@ -77,6 +78,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="calibration inputs")
     parser.add_argument("--seed", type=int, default=0, help="the search's seed")
     parser.add_argument("--only", help="tune only the tasks whose layer names (comma-separated) lead their labels")
+    parser.add_argument("--cost-model", default="none", choices=("none", "lightgbm"),
+                        help="rank each trial's candidates with a learned cost model (default none: random order)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds a candidate's simulation may take before it counts as failed")
     args = parser.parse_args()
@@ -99,7 +102,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         records = Path(folder) / "npu_sim.jsonl"
         # Simulated cycles are exact: one run per trial, no confirmation rounds.
-        results = tune(tasks, budget, records, seed=args.seed, repeats=1, confirm_rounds=0, timeout_s=args.timeout)
+        model = make_cost_model(args.cost_model, list({b.name: b for b, _ in tasks}.values()), seed=args.seed)
+        results = tune(tasks, budget, records, seed=args.seed, repeats=1, confirm_rounds=0, timeout_s=args.timeout,
+                       model=model)
         tuning_s = time.perf_counter() - t0
         t = step(f"({tuning_s:.1f} s) compiling without and with the records, simulating one run each")
         default = hetero.compile(graph, targets=TARGETS, quantize=calibration)

@@ -195,3 +195,14 @@ def test_the_search_with_a_fixed_seed_is_reproducible(net, tmp_path):
     assert records == [(r.task, r.trace, r.seconds) for r in load_records(tmp_path / "b.jsonl")]
     # Simulated cycles hold on any host: the records' machine names none.
     assert all("host" in r.machine and "cpu" not in r.machine for r in load_records(tmp_path / "a.jsonl"))
+
+
+def test_features_are_alike_for_every_task_and_none_for_a_tile_that_does_not_fit(net):
+    tasks = _tasks(net)
+    rows = [backend.tuning_features(task, task.default_trace) for backend, task in tasks.values()]
+    assert len({len(row) for row in rows}) == 1 and all(np.isfinite(row).all() for row in rows)
+    backend, task = tasks["conv3_int8"]
+    assert backend.tuning_features(task, task.default_trace.with_decisions({0: {"toh": 5}})) is None
+    # The first feature is log2 of the analytic cycles: a tile of one output row costs more.
+    one_row = task.default_trace.with_decisions({0: {"toh": 1}})
+    assert backend.tuning_features(task, one_row)[0] > backend.tuning_features(task, task.default_trace)[0]

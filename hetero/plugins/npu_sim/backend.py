@@ -252,6 +252,10 @@ class NpuSimBackend(Backend):
         """The layer's simulated seconds with ``trace``'s tiling, and its output."""
         return tuning.measure(task, trace, repeats, seed)
 
+    def tuning_features(self, task: TuningTask, trace: Trace) -> list[float] | None:
+        """The analytic cost model's figures and the tile's use of the SRAM and the array."""
+        return tuning.features(task, trace)
+
     def tuning_machine(self) -> dict[str, Any]:
         """The simulator, not the host: records transfer across hosts (the simulated machine
         is in every task key)."""

@@ -40,10 +40,14 @@ from hetero.errors import PluginError, ScheduleError
 from hetero.plugins.npu_sim.compiler import EMITTERS, layout
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder
 from hetero.plugins.npu_sim.compiler.conv_plan import (
+    SLOT_ORDER,
     ConvShape,
     Tiling,
     View,
+    _overlapped,
+    _step_costs,
     choose_tiling,
+    footprint,
     misfit,
     problem_key,
     rewritten,
@@ -77,6 +81,7 @@ class TilingTask:
     shape: ConvShape
     slots: tuple[int, int, int, int]
     taps: int
+    strides: tuple[tuple[int, ...], tuple[int, ...], int]
 
 
 def tiling_trace(block: str, options: Mapping[str, list[int]], t: Tiling) -> Trace:
@@ -124,7 +129,7 @@ def tasks(graph: Graph, config: NpuConfig, double_buffer: bool, backend: str) ->
             continue
         key = problem_key(config, slots, s, xv.strides, yv.strides, taps)
         payload = TilingTask(extract_subgraph(graph, [node], f"tune_{node.name}"), config, double_buffer,
-                             x, y, s, slots, taps)
+                             x, y, s, slots, taps, (xv.strides, yv.strides, xv.tap_stride if taps > 1 else 0))
         trace = tiling_trace(node.name, tiling_options(config, s, taps), default)
         found.append(TuningTask(key, backend, f"{node.name} ({node.op}) {node.output.type}", 1,
                                 2.0 * layer_work(node).macs, trace, payload))
@@ -140,6 +145,28 @@ def replay(task: TuningTask, trace: Trace) -> Tiling:
     if problem is not None:
         raise ScheduleError(f"npu_sim tiling {t} of {task.label}: {problem}")
     return t
+
+
+def features(task: TuningTask, trace: Trace) -> list[float] | None:
+    """What ``trace``'s tiling makes of the machine, alike for every task: log2 of the analytic
+    model's cycles, steps, and a step's load and compute cycles and of all stores
+    (:func:`~hetero.plugins.npu_sim.compiler.conv_plan._step_costs`, the formulas the
+    default was chosen by, which a learned model can correct from simulations), the share
+    of each SRAM slot the tile fills, the share of the array's columns and rows its
+    channel tiles use, and the GEMM shape; None for a tiling that does not fit."""
+    payload: TilingTask = task.payload
+    try:
+        t = replay(task, trace)
+    except ScheduleError:
+        return None
+    cfg, s = payload.config, payload.shape
+    xs, ys, tap_stride = payload.strides
+    steps, load, compute, store = _step_costs(cfg, s, t, xs, ys, payload.taps, tap_stride)
+    need = footprint(s, t)
+    fill = [need[buf] / size for buf, size in zip(SLOT_ORDER, payload.slots)]
+    cols = t.oct % cfg.array_cols or cfg.array_cols
+    cost = [math.log2(1 + v) for v in (_overlapped(steps, load, compute, store), steps, load, compute, store)]
+    return cost + fill + [cols / cfg.array_cols, t.ck / cfg.array_rows, float(t.multi)]
 
 
 def _moved(loc: Loc, base: int) -> Loc:
