@@ -7,9 +7,12 @@ A backend that can be tuned implements the small protocol of
 - :mod:`.task`: a model's distinct kernels, each weighted by occurrences x default time;
 - :mod:`.space`: the knobs of a default trace, coupled decisions sharing one variable;
 - :mod:`.measure`: candidates built and timed in worker processes, with timeouts, so a
-  crash or a hang is a failed trial, not a failed run;
-- :mod:`.search`: seeded random sampling plus mutation of the best so far (the seam for
-  a learned cost model is :class:`~hetero.core.schedule.tune.search.CostModel`);
+  crash or a hang is a failed trial, not a failed run; :mod:`.executors`: where those
+  processes are (local, or a Dask cluster);
+- :mod:`.search`: seeded random sampling plus mutation of the best so far, ranked by a
+  :class:`~hetero.core.schedule.tune.search.CostModel` where one is given;
+- :mod:`.model`: that model, LightGBM trees on :mod:`.features` of each candidate,
+  learned as trials arrive and from earlier records;
 - :mod:`.records`: the append-only JSON-lines database that ``hetero.compile(records=...)``
   reads back;
 - :mod:`.tuner`: ``hetero tune``'s driver; :mod:`.report`: its HTML/SVG plot.
