@@ -3,7 +3,7 @@
 A split's factors after the first (the first is left to be inferred, so any inner
 factor covers the loop) and a pack's factor are knobs. An instruction whose ``choices``
 attribute lists a decision's legal values (decision name -> ints: a backend that knows
-its machine's legal tiles, as npu_sim does) gets those values for that knob instead
+its machine's legal tiles, such as a simulated NPU's tilings) gets those values for that knob instead
 of the generic powers of two and divisors. Decisions that must change
 together share one knob: a register tile's lane split and the pack of the operand the
 lanes index must agree (``pack`` requires reads indexed ``factor * outer + v`` with
