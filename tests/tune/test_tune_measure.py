@@ -3,52 +3,17 @@ reproducible search with a fixed seed, through builders injected by the protocol
 
 from __future__ import annotations
 
-import os
-import time
 
-import numpy as np
 
 import hetero
 from hetero.core.compiler import Session
-from hetero.core.plugin.backend import Backend
-from hetero.plugins.llvm_cpu import tuning
 from hetero.core.schedule.tune.measure import Measurer
 from hetero.core.schedule.tune.search import TaskSearch
 from hetero.core.schedule.tune.space import SearchSpace
 from hetero.core.schedule.tune.tuner import extract_tasks
 
+from tune_backends import TraceTimedBackend
 from tune_nets import conv_net
-
-
-class InjectedBackend(Backend):
-    """llvm_cpu's replay; a measurement that aborts, hangs or returns a time made from the trace."""
-
-    name = "injected"
-    version = "0"
-    crash_at: int | None = None
-    hang_at: int | None = None
-
-    def compile(self, subgraph, target):
-        raise NotImplementedError
-
-    def load_artifact(self, artifact):
-        raise NotImplementedError
-
-    def tuning_replay(self, task, trace):
-        tuning.replay(task, trace)
-
-    def tuning_measure(self, task, trace, repeats, seed):
-        lanes = _lanes(trace)
-        if lanes == self.crash_at:
-            os.abort()  # as an LLVM assertion would
-        if lanes == self.hang_at:
-            time.sleep(3600)
-        # Deterministic: wider lanes are "faster", so the search's choices are reproducible.
-        return 1.0 / lanes + 1e-3 * len(trace.to_json()) % 7, [np.zeros(3, np.float32)]
-
-
-def _lanes(trace) -> int:
-    return next(i.decisions["factor"] for i in trace.instructions if i.kind == "pack")
 
 
 def _head():
@@ -64,8 +29,7 @@ def _traces_with_lanes(task, backend, values):
 
 
 def test_a_crashing_and_a_hanging_candidate_fail_and_the_run_goes_on():
-    backend = InjectedBackend()
-    backend.crash_at, backend.hang_at = 2, 4
+    backend = TraceTimedBackend(crash_at=2, hang_at=4)
     task = _head()
     traces = _traces_with_lanes(task, backend, [2, 5, 4, 10])
     measurer = Measurer(backend, timeout_s=2.0, repeats=1)
@@ -80,8 +44,7 @@ def test_a_crashing_and_a_hanging_candidate_fail_and_the_run_goes_on():
 
 
 def test_a_crash_inside_a_batch_fails_only_that_candidate():
-    backend = InjectedBackend()
-    backend.crash_at = 5
+    backend = TraceTimedBackend(crash_at=5)
     task = _head()
     measurer = Measurer(backend, batch=2, timeout_s=5.0, repeats=1)
     try:
@@ -92,7 +55,7 @@ def test_a_crash_inside_a_batch_fails_only_that_candidate():
 
 
 def test_the_same_seed_gives_the_same_search():
-    backend = InjectedBackend()
+    backend = TraceTimedBackend()
     task = _head()
 
     def run(seed: int) -> list:
@@ -111,7 +74,7 @@ def test_the_same_seed_gives_the_same_search():
 
 
 def test_confirmation_measures_the_default_and_the_fastest_again_and_picks_the_lowest_median():
-    backend = InjectedBackend()
+    backend = TraceTimedBackend()
     task = _head()
     measurer = Measurer(backend, repeats=1)
     try:
