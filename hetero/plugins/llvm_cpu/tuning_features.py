@@ -31,8 +31,8 @@ from hetero.core.ir.tir.buffer import Buffer
 from hetero.core.ir.tir.expr import Binary, Cast, Const, Expr, Load, Var
 from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, IterKind, Seq, Stmt, Store
 from hetero.core.schedule import Trace
+from hetero.core.schedule.tune.space import REJECTIONS
 from hetero.core.schedule.tune.task import TuningTask
-from hetero.errors import ScheduleError
 from hetero.plugins.llvm_cpu import tuning
 from hetero.plugins.llvm_cpu.host import HostCpu, host
 
@@ -84,8 +84,8 @@ def tuning_features(task: TuningTask, trace: Trace) -> list[float] | None:
     """:data:`NAMES` for ``trace`` replayed on ``task``'s function; None when it does not replay."""
     try:
         func = tuning.replay(task, trace)
-    except (ScheduleError, ValueError, IndexError, KeyError, TypeError):
-        return None  # the rejections the search space counts as "does not apply"
+    except REJECTIONS:
+        return None
     return features(func, task.flops, task.payload.threads, host())
 
 

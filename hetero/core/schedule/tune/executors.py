@@ -37,6 +37,7 @@ CONNECT_TIMEOUT_S = 10.0
 
 FORMS = "local, local:N (N worker processes) or dask://HOST:PORT (a Dask scheduler)"
 
+
 def _here(question: Callable[[], Any]) -> list[Any]:
     """Local workers are forked from this process, on this machine: it answers for them."""
     return [question()]

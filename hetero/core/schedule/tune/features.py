@@ -22,9 +22,8 @@ import math
 
 from hetero.core.plugin.backend import Backend
 from hetero.core.schedule import Trace
-from hetero.core.schedule.tune.space import SearchSpace
+from hetero.core.schedule.tune.space import SearchSpace, replays
 from hetero.core.schedule.tune.task import TuningTask
-from hetero.errors import ScheduleError
 
 
 def knob_features(space: SearchSpace, trace: Trace) -> list[float] | None:
@@ -82,8 +81,6 @@ class Featurizer:
             if found is None or len(found) != self.task_width or not all(math.isfinite(x) for x in found):
                 return None
             return knobs, [float(x) for x in found]
-        try:
-            self.backend.tuning_replay(self.task, trace)
-        except (ScheduleError, ValueError, IndexError, KeyError, TypeError):
-            return None  # the rejections the search space counts as "does not apply"
+        if not replays(trace, lambda t: self.backend.tuning_replay(self.task, t)):
+            return None
         return knobs, None

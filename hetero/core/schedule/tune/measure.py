@@ -77,13 +77,18 @@ def _measure_in_worker(backend: Backend, task: TuningTask, trace_json: str, repe
     trace = Trace.from_json(trace_json)
     if threading.current_thread() is not threading.main_thread():
         return _measure_in_child(backend, task, trace, repeats, seed, timeout_s)
-    # SIG_DFL: the kernel ends the process, whatever code (Python or C++) it is in.
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.alarm(max(1, int(round(timeout_s))))
+    _arm(timeout_s)
     try:
         return backend.tuning_measure(task, trace, repeats, seed)
     finally:
         signal.alarm(0)
+
+
+def _arm(timeout_s: float) -> None:
+    """End this process at ``timeout_s``: SIG_DFL, so the kernel ends it whatever code
+    (Python or C++) it is in."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(round(timeout_s))))
 
 
 def _measure_in_child(backend: Backend, task: TuningTask, trace: Trace, repeats: int, seed: int,
@@ -121,8 +126,7 @@ def _child(write: int, backend: Backend, task: TuningTask, trace: Trace, repeats
     the error as text: any exception pickles so, and unpickles) through ``write``, and
     leave without running the parent's exit handlers."""
     try:
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        signal.alarm(max(1, int(round(timeout_s))))
+        _arm(timeout_s)
         try:
             message = pickle.dumps(("returned", backend.tuning_measure(task, trace, repeats, seed)))
         except Exception as exc:  # noqa: BLE001 - a candidate's failure is its trial's

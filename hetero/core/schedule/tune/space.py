@@ -113,9 +113,9 @@ class SearchSpace:
         for value in (v for v in split.values if v != split.default):
             alone = self._set(self.base, split.targets, value)
             both = self._set(alone, pack.targets, value)
-            if _replays(alone, replay):
+            if replays(alone, replay):
                 return False
-            if _replays(both, replay):
+            if replays(both, replay):
                 return True
         return False
 
@@ -163,18 +163,21 @@ class SearchSpace:
         return trace.with_decisions(changes)
 
 
-def _replays(trace: Trace, replay: Callable[[Trace], object]) -> bool:
+#: What a replay raises for a trace that does not apply: a refusal (ScheduleError), or a
+#: primitive that trips over an odd factor instead of refusing it, the same rejection,
+#: since building the candidate would fail alike.
+REJECTIONS = (ScheduleError, ValueError, IndexError, KeyError, TypeError)
+
+
+def replays(trace: Trace, replay: Callable[[Trace], object]) -> bool:
+    """Whether ``replay(trace)`` applies (raises none of :data:`REJECTIONS`)."""
     try:
         replay(trace)
-    except ScheduleError:
-        return False
-    except (ValueError, IndexError, KeyError, TypeError):
-        # A primitive that trips over an odd factor instead of refusing it: the same
-        # rejection, since building the candidate would fail alike.
+    except REJECTIONS:
         return False
     return True
 
 
 def valid_point(space: SearchSpace, point: Point, replay: Callable[[Trace], object]) -> bool:
     """Whether ``point``'s trace replays (rejected before measuring when it does not)."""
-    return _replays(space.trace(point), replay)
+    return replays(space.trace(point), replay)

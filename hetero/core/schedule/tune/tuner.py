@@ -159,7 +159,8 @@ class _Clock:
         return f"elapsed {now - self.start:.0f} s, ~{max(0.0, remaining):.0f} s left"
 
 
-def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, out: _Records, clock: _Clock, say: Log, say_trial: Log, confirm_rounds: int) -> None:
+def _search(searches: list[tuple[Backend, TaskSearch]], budget: Budget, out: _Records, clock: _Clock, say: Log,
+            say_trial: Log, confirm_rounds: int) -> None:
     """Share ``budget`` among the searches by weight and run them."""
     weights = [s.result.default_seconds * s.task.occurrences if s.result.default_seconds else 0.0
                for _, s in searches]
