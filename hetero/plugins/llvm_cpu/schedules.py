@@ -16,9 +16,7 @@ from __future__ import annotations
 import math
 
 from hetero.core.ir.tir.expr import Call, Expr, Var
-from hetero.core.ir.tir.stmt import (
-    Allocate, Block, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, walk,
-)
+from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, PrimFunc, Store, stores_in_loops, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.region import affine
@@ -81,21 +79,11 @@ def _block(func: PrimFunc, block_name: str) -> Block:
 def _work(func: PrimFunc, block_name: str) -> int:
     """How many times the block's innermost statements run, a vectorized loop counting
     once per vector: the measure of whether a parallel launch pays."""
-    def count(stmt: Stmt, trips: int) -> int:
-        if isinstance(stmt, For):
-            lanes = min(stmt.extent, VECTOR_LANES) if stmt.kind is ForKind.VECTORIZED else 1
-            return count(stmt.body, trips * math.ceil(stmt.extent / lanes))
-        if isinstance(stmt, Store):
-            return trips
-        if isinstance(stmt, Seq):
-            return sum(count(part, trips) for part in stmt.stmts)
-        if isinstance(stmt, IfThenElse):
-            return count(stmt.then, trips) + (count(stmt.otherwise, trips) if stmt.otherwise else 0)
-        if isinstance(stmt, (Allocate, Block)):
-            return count(stmt.body, trips)
-        return 0
+    def runs(loop: For) -> int:
+        lanes = min(loop.extent, VECTOR_LANES) if loop.kind is ForKind.VECTORIZED else 1
+        return math.ceil(loop.extent / lanes)
 
-    return count(_block(func, block_name).body, 1)
+    return sum(math.prod(runs(loop) for loop in loops) for _, loops in stores_in_loops(_block(func, block_name).body))
 
 
 def _vectorize_innermost(sch: Schedule, block_name: str) -> None:

@@ -29,7 +29,7 @@ from hetero.core.ir.graph import Graph
 from hetero.core.ir.tir import PrimFunc
 from hetero.core.ir.tir.canon import canonical_names
 from hetero.core.ir.tir.expr import Binary
-from hetero.core.ir.tir.stmt import Allocate, Block, For, IfThenElse, Seq, Stmt, Store, walk
+from hetero.core.ir.tir.stmt import Allocate, Store, stores_in_loops, walk
 from hetero.core.lower.steps import VIEW_OPS, kernel_steps
 from hetero.core.schedule import Trace
 from hetero.errors import ScheduleError
@@ -80,22 +80,13 @@ def tasks(graph: Graph, threads: int, backend: str) -> list[TuningTask]:
 
 def flops(func: PrimFunc) -> float:
     """Arithmetic of one run: two per multiply-add store, one per other store."""
-    def count(stmt: Stmt, trips: int) -> int:
-        if isinstance(stmt, For):
-            return count(stmt.body, trips * stmt.extent)
-        if isinstance(stmt, Store):
-            fused = isinstance(stmt.value, Binary) and stmt.value.op == "add" and \
-                isinstance(stmt.value.b, Binary) and stmt.value.b.op == "mul"
-            return trips * (2 if fused else 1)
-        if isinstance(stmt, Seq):
-            return sum(count(s, trips) for s in stmt.stmts)
-        if isinstance(stmt, IfThenElse):
-            return count(stmt.then, trips) + (count(stmt.otherwise, trips) if stmt.otherwise else 0)
-        if isinstance(stmt, (Allocate, Block)):
-            return count(stmt.body, trips)
-        return 0
+    def per_run(store: Store) -> int:
+        fused = isinstance(store.value, Binary) and store.value.op == "add" and \
+            isinstance(store.value.b, Binary) and store.value.b.op == "mul"
+        return 2 if fused else 1
 
-    return float(count(func.body, 1))
+    return float(sum(per_run(store) * math.prod(loop.extent for loop in loops)
+                     for store, loops in stores_in_loops(func.body)))
 
 
 def replay(task: TuningTask, trace: Trace) -> PrimFunc:

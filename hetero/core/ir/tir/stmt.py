@@ -210,6 +210,25 @@ def walk(stmt: Stmt) -> Iterator[Stmt]:
             yield from walk(stmt.otherwise)
 
 
+def stores_in_loops(stmt: Stmt, loops: tuple[For, ...] = ()) -> Iterator[tuple[Store, tuple[For, ...]]]:
+    """Every store under ``stmt`` with the loops around it there, outermost first (after
+    ``loops``): what counts a kernel's work, each store running once per iteration of its
+    loops."""
+    if isinstance(stmt, Store):
+        yield stmt, loops
+    elif isinstance(stmt, For):
+        yield from stores_in_loops(stmt.body, loops + (stmt,))
+    elif isinstance(stmt, (Allocate, Block)):
+        yield from stores_in_loops(stmt.body, loops)
+    elif isinstance(stmt, Seq):
+        for s in stmt.stmts:
+            yield from stores_in_loops(s, loops)
+    elif isinstance(stmt, IfThenElse):
+        yield from stores_in_loops(stmt.then, loops)
+        if stmt.otherwise is not None:
+            yield from stores_in_loops(stmt.otherwise, loops)
+
+
 def _str_stmt(self: Stmt) -> str:
     from hetero.core.ir.tir.printer import format_stmt
 
