@@ -36,6 +36,16 @@ from hetero.plugins.npu_sim.report import (
 )
 
 
+def load(model: str, samples: int) -> tuple[hetero.Graph, list[dict[str, np.ndarray]]]:
+    """Light model ``model`` with seeded random weights (seed 0), optimised, and
+    ``samples`` + 1 seeded random inputs: the calibration set, then the one to run."""
+    graph = hetero.optimize(hetero.load_onnx(randomize_weights(read_model(resolve_model(f"light:{model}")).model,
+                                                               seed=0)))
+    rng = np.random.default_rng(0)
+    shape = graph.inputs[0].shape
+    return graph, [{graph.inputs[0].name: rng.standard_normal(shape).astype(np.float32)} for _ in range(samples + 1)]
+
+
 def step(what: str) -> float:
     """Say what the script is doing now; the time it started."""
     print(f"... {what}", flush=True)
@@ -51,12 +61,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t = step(f"loading light:{args.model} with random weights (seed 0) and optimising")
-    graph = hetero.optimize(hetero.load_onnx(randomize_weights(read_model(resolve_model(f"light:{args.model}")).model,
-                                                               seed=0)))
-    rng = np.random.default_rng(0)
-    shape = graph.inputs[0].shape
-    samples = [{graph.inputs[0].name: rng.standard_normal(shape).astype(np.float32)}
-               for _ in range(args.samples + 1)]
+    graph, samples = load(args.model, args.samples)
     t = step(f"({time.perf_counter() - t:.1f} s) quantising on {args.samples} random inputs and compiling "
              f"for npu_sim + llvm_cpu")
     exe = hetero.compile(graph, targets=["npu_sim", "llvm_cpu"], quantize=samples[:-1], npu_timeline=True)

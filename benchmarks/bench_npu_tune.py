@@ -27,21 +27,13 @@ import numpy as np
 
 import hetero
 from hetero.core.compiler import Session
-from hetero.core.frontend.light import resolve_model
-from hetero.core.frontend.onnx import randomize_weights
-from hetero.core.frontend.onnx.loader import read_model
 from hetero.core.schedule.tune.model import make_cost_model
 from hetero.core.schedule.tune.search import TaskResult
 from hetero.core.schedule.tune.tuner import Budget, extract_tasks, tune
 from hetero.plugins.npu_sim.backend import NpuPart
+from bench_npu import load, step
 
 TARGETS = ["npu_sim", "llvm_cpu"]
-
-
-def step(what: str) -> float:
-    """Say what the script is doing now; the time it started."""
-    print(f"... {what}", flush=True)
-    return time.perf_counter()
 
 
 def npu_cycles(exe: hetero.Executable, sample: dict) -> tuple[int, dict]:
@@ -85,12 +77,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t = step(f"loading light:{args.model} with random weights (seed 0) and optimising")
-    graph = hetero.optimize(hetero.load_onnx(randomize_weights(read_model(resolve_model(f"light:{args.model}")).model,
-                                                               seed=0)))
-    rng = np.random.default_rng(0)
-    shape = graph.inputs[0].shape
-    samples = [{graph.inputs[0].name: rng.standard_normal(shape).astype(np.float32)}
-               for _ in range(args.samples + 1)]
+    graph, samples = load(args.model, args.samples)
     calibration = samples[:-1]
     t = step(f"({time.perf_counter() - t:.1f} s) extracting npu_sim tuning tasks")
     tasks = [(b, task) for b, task in extract_tasks(graph, Session(TARGETS, quantize=calibration))
