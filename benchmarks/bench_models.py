@@ -4,8 +4,10 @@ Run: ``python benchmarks/bench_models.py [--repeat N] [--threads 1,2] [--openvin
 [--memory] [--layout nchw] [--records FILE] [MODEL ...]``
 
 Each model gets seeded random weights and one seeded input; hetero and onnxruntime
-run the same model on the same input in this process, ``--repeat`` times each after
-a warm-up, and the script prints the medians and the ratio hetero / onnxruntime
+run the same model on the same input in this process, ``--repeat`` times each, in
+three blocks of back-to-back runs per runtime taken in turn, each block after a
+warm-up run and once the other runtime's threads have stopped spinning
+(``timing.blockwise_medians``), and the script prints the medians and the ratio hetero / onnxruntime
 (below 1 means hetero is faster), the geometric mean of the ratios per thread count,
 and hetero's cold compile time per model. Outputs are checked to agree first. The
 first line names the machine (CPU model, LLVM's name for it, vector width, caches):
@@ -14,7 +16,7 @@ ratios from different machines are not comparable.
 ``--records FILE`` (``hetero tune -o FILE``) adds a second hetero compile that applies the
 tuned schedules in FILE (``hetero.compile(records=...)``; kernels without a record keep
 their default schedule) and prints its time and ratio beside the untuned one, timed in
-the same process on the same input (the two hetero compiles in turn, run by run), and a
+the same process on the same input (its blocks in turn with the others'), and a
 geometric mean of each.
 
 ``--openvino`` adds OpenVINO's CPU plugin as a third column where the ``openvino``
@@ -45,7 +47,7 @@ import hetero
 from hetero.core.frontend.light import LIGHT_MODELS, light_model_path
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.plugins.llvm_cpu.host import host
-from timing import interleaved_medians, median_seconds, ort_session
+from timing import blockwise_medians, ort_session
 
 
 def _load(name: str) -> tuple[onnx.ModelProto, hetero.Graph, dict[str, np.ndarray]]:
@@ -165,22 +167,25 @@ def main() -> None:
                                        **options)
                 if not np.allclose(tuned.run(feeds)[graph.outputs[0].name], theirs, rtol=1e-3, atol=1e-4):
                     sys.exit(f"{name}: the tuned compile and onnxruntime disagree; not timing a wrong answer")
-                # In turn, so that the machine's load weighs on the two compiles alike.
-                t_ours, t_tuned = interleaved_medians([lambda: exe.run(feeds), lambda: tuned.run(feeds)],
-                                                      args.repeat)
-            else:
-                t_ours = median_seconds(lambda: exe.run(feeds), args.repeat)
-            t_ort = median_seconds(lambda: session.run(None, feeds), args.repeat)
+            runs = [lambda: exe.run(feeds), lambda: session.run(None, feeds)]
+            if tuned is not None:
+                runs.append(lambda: tuned.run(feeds))
+            if openvino:
+                infer = _openvino_runner(model, threads)
+                runs.append(lambda: infer(feeds))
+            # In blocks, in turn, each after the others' threads went quiet (timing.py).
+            medians = blockwise_medians(runs, args.repeat)
+            t_ours, t_ort = medians[:2]
+            t_tuned = medians[2] if tuned is not None else None
+            t_ov = medians[-1] if openvino else None
             ratio = t_ours / t_ort
             ratios[threads].append(ratio)
             line = (f"{name:<14}{threads:>4}{compile_s:>11.2f}{t_ours * 1e3:>11.2f}{t_ort * 1e3:>9.2f}"
                     f"{ratio:>8.2f}")
-            if tuned is not None:
+            if t_tuned is not None:
                 tuned_ratios[threads].append(t_tuned / t_ort)
                 line += f"{t_tuned * 1e3:>10.2f}{t_tuned / t_ort:>11.2f}"
-            if openvino:
-                infer = _openvino_runner(model, threads)
-                t_ov = median_seconds(lambda: infer(feeds), args.repeat)
+            if t_ov is not None:
                 line += f"{t_ov * 1e3:>9.2f}{t_ov / t_ort:>8.2f}"
             if args.memory:
                 line += f"{_memory('hetero', name, threads, options):>13}{_memory('onnxruntime', name, threads, {}):>11}"

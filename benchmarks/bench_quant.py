@@ -9,9 +9,10 @@ with ``int8=True``, so every QDQ unit is an integer kernel; onnxruntime quantise
 same float model on the same calibration inputs with its static quantiser (QDQ format,
 int8 activations and per-channel int8 weights, as hetero's quantiser writes) and runs
 that model with all its graph optimisations (which fuse the QDQ units into QLinear
-kernels). Both run one seeded input in this process, alternately (one run of each,
-``--repeat`` times after a warm-up, so that the shared machine's changing load falls
-on both sides of the ratio); the script prints
+kernels). Both run one seeded input in this process, ``--repeat`` times each, in three
+blocks of back-to-back runs per runtime taken in turn (so that the shared machine's
+changing load falls on both sides of the ratio), each block after a warm-up run and once
+the other runtime's threads have stopped spinning (``timing.blockwise_medians``); the script prints
 the medians and the ratio hetero / onnxruntime (below 1: hetero is faster).
 
 Before timing, hetero's result is checked bit for bit against hetero's integer
@@ -29,12 +30,10 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,7 +46,7 @@ from hetero.core.frontend.light import light_model_path
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.plugins.llvm_cpu.host import host
-from timing import ort_session
+from timing import blockwise_medians, ort_session
 
 #: onnxruntime's per-channel QDQ needs DequantizeLinear's axis, which opset 13 added; the
 #: light models are older, so both sides get the model converted to it.
@@ -112,21 +111,6 @@ def _integer_kernels(exe: Any) -> int:
     return sum(any(op in INTEGER_OPS for op in label.split("+")) for label in ops)
 
 
-def _alternating_medians(fns: list[Callable[[], object]], repeat: int) -> list[float]:
-    """The median wall time of each of ``fns`` over ``repeat`` rounds that call each once
-    in turn (after a warm-up call of each): on a shared machine a change of load then
-    falls on both sides of a ratio rather than on one."""
-    for fn in fns:
-        fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for fn, spent in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            spent.append(time.perf_counter() - start)
-    return [statistics.median(spent) for spent in times]
-
-
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
@@ -174,7 +158,7 @@ def main() -> None:
             cosine = _cosine(got[out], sessions[threads].run(None, feeds)[0])
             if cosine < MIN_COSINE:
                 sys.exit(f"{name}: hetero's and onnxruntime's int8 outputs disagree (cosine {cosine:.3f})")
-            t_ours, t_ort = _alternating_medians(
+            t_ours, t_ort = blockwise_medians(
                 [lambda: exe.run(feeds), lambda: sessions[threads].run(None, feeds)], args.repeat)
             ratio = t_ours / t_ort
             ratios[threads].append(ratio)
