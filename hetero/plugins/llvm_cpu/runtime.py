@@ -20,7 +20,8 @@ process. Its parts:
 - ``hetero_rt_worker()`` is a worker's loop; Python starts the workers as daemon
   threads that call it once (ctypes releases the GIL for the whole call).
 - ``hetero_rt_program(steps, n, ns)`` runs ``n`` launches ``{fn, args, extent,
-  chunks}`` in order and writes each one's nanoseconds to ``ns``: a part's whole run.
+  chunks}`` in order and writes each one's nanoseconds to ``ns``: a part's whole run;
+  the workers stay awake until it returns.
 - ``hetero_rt_stop()`` ends the workers (at interpreter exit); in a forked child,
   ``hetero_rt_after_fork()`` forgets the parent's workers and locks, and the next
   launch that wants threads starts new ones.
@@ -31,9 +32,13 @@ a piece of a later job, and the job's fields (written before the word is publish
 with release order) cannot change while any of its chunks is claimed and unfinished.
 
 Idle workers do not hold a core: after :data:`SPIN_PAUSES` pause instructions
-(a few tens of microseconds: back-to-back kernels of one run find them awake) they
-sleep on a futex until the next job, so a process that also runs numpy's BLAS or
-onnxruntime leaves those their cores. Linux only (futex); elsewhere
+(a few tens of microseconds) they sleep on a futex until the next job, so a process
+that also runs numpy's BLAS or onnxruntime leaves those their cores. While a program
+runs (``@programs`` counts the programs in flight) they keep spinning between its
+launches instead: a kernel the caller runs alone (too small to split) often outlasts
+the spin, and waking a sleeping worker for the parallel kernel after it cost tens of
+microseconds a time on a virtual machine, more than the kernel gained (ShuffleNet at 2
+threads, 68 kernels, ran slower than at 1). A program's end lets them sleep. Linux only (futex); elsewhere
 :func:`native_pool` returns None and kernels use the Python pool.
 """
 
@@ -74,6 +79,7 @@ _IR = r"""
 @sleepers = internal global i32 0, align 64
 @stop = internal global i32 0, align 64
 @busy = internal global i32 0, align 64
+@programs = internal global i32 0, align 64
 @job_fn = internal global ptr null, align 64
 @job_args = internal global ptr null
 @job_extent = internal global i64 0
@@ -151,7 +157,10 @@ spin_next:
   call void @relax()
   %i1 = add i64 %i, 1
   %more = icmp ult i64 %i1, $spin
-  br i1 %more, label %spin, label %sleep
+  %running = load atomic i32, ptr @programs monotonic, align 4
+  %inside = icmp ne i32 %running, 0
+  %stay = or i1 %more, %inside
+  br i1 %stay, label %spin, label %sleep
 sleep:
   %s = load atomic i32, ptr @seq seq_cst, align 4
   atomicrmw add ptr @sleepers, i32 1 seq_cst
@@ -245,6 +254,7 @@ finish:
 define void @hetero_rt_program(ptr %steps, i64 %n, ptr %ns) {
 entry:
   %ts = alloca { i64, i64 }
+  atomicrmw add ptr @programs, i32 1 monotonic
   %none = icmp eq i64 %n, 0
   br i1 %none, label %out, label %step
 step:
@@ -267,6 +277,7 @@ step:
   %end = icmp eq i64 %k1, %n
   br i1 %end, label %out, label %step
 out:
+  atomicrmw sub ptr @programs, i32 1 monotonic
   ret void
 }
 
