@@ -24,6 +24,7 @@ from hetero.core.ir.tir.expr import Load
 from hetero.core.ir.tir.stmt import PrimFunc
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.types import TensorType
+from hetero.core.lower.simplify import simplify_indices
 from hetero.core.lower.narrow import lower_widened
 from hetero.errors import HeteroError, did_you_mean
 
@@ -147,7 +148,7 @@ def lower_group(nodes: Sequence[Node], name: str, outputs: Sequence[Value] | Non
     for v, t in zip(outputs, outs):
         if t.is_placeholder:
             raise HeteroError(f"group {name}: output {v.name} is one of its inputs unchanged")
-    return lower(identifier(name, set()), params, outs)
+    return simplify_indices(lower(identifier(name, set()), params, outs))
 
 
 def _copies(t: Tensor, consumers: dict[int, list[Tensor]]) -> int:
