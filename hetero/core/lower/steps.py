@@ -4,7 +4,7 @@ Every backend that lowers to the tensor IR compiles a region the same way: ancho
 grouped with their epilogues (:func:`~hetero.core.passes.fuse.fuse_epilogues`), one step
 per group or lone node in order (:func:`~hetero.core.memory.schedule_steps`), each step a
 kernel over the graph values it reads and writes, except a reshape of a value the region
-itself made, which is a view of that value (no kernel, no copy). :func:`kernel_steps`
+itself made or of one of its inputs, which is a view of that value (no kernel, no copy). :func:`kernel_steps`
 makes that plan; :func:`region_constants` gives the constants the kernels read and the
 graph outputs that no kernel makes (inputs or constants handed straight through).
 """
@@ -60,19 +60,23 @@ class KernelStep:
 def kernel_steps(graph: Graph, view_ops: Collection[str] = VIEW_OPS) -> list[KernelStep]:
     """``graph``'s steps in order (``graph`` already grouped by :func:`fuse_epilogues`).
 
-    A lone node of ``view_ops`` is a view when its operand is a value an earlier step
-    made that no caller holds (not a graph output) and it keeps the dtype and the
-    number of elements; otherwise it is a kernel like any other.
+    A lone node of ``view_ops`` is a view when it keeps the dtype and the number of
+    elements and its operand is a value an earlier step made that no caller holds (not
+    a graph output), or a graph input that the view does not hand back to the caller (a
+    run reads its inputs C-contiguous and never writes them); otherwise it is a kernel
+    like any other.
     """
     steps: list[KernelStep] = []
     made: set[str] = set()
     outputs_of_graph = {v.name for v in graph.outputs}
+    inputs = {v.name for v in graph.inputs}
     for members in schedule_steps(graph):
         node = members[0]
         source = node.inputs[0] if node.inputs else None
-        if (len(members) == 1 and node.op in view_ops and source is not None and source.name in made
-                and source.name not in outputs_of_graph and source.dtype == node.output.dtype
-                and source.type.size == node.output.type.size):
+        if (len(members) == 1 and node.op in view_ops and source is not None
+                and (source.name in made and source.name not in outputs_of_graph
+                     or source.name in inputs and node.output.name not in outputs_of_graph)
+                and source.dtype == node.output.dtype and source.type.size == node.output.type.size):
             steps.append(KernelStep(members, (source.name,), (node.output.name,), tuple(node.output.shape)))
         else:
             inputs = tuple(dict.fromkeys(v.name for n in members for v in n.inputs

@@ -131,3 +131,26 @@ def test_a_loaded_part_plans_the_same_arena() -> None:
     part = exe.placements[0].part
     again = LlvmCpuPart.from_artifact(part.artifact)
     assert again.memory_plan == part.memory_plan
+
+
+def test_a_reshape_of_an_input_is_a_view_unless_it_is_handed_back() -> None:
+    """A Reshape of a part input launches no kernel (it reads the input in place), and
+    the input is never written; one that is itself an output stays a copy, so what a
+    run returns never shares memory with what the caller passed."""
+    b = GraphBuilder("input_view")
+    x = b.input("x", (2, 3, 4))
+    seen = b.Reshape(x, shape=(6, 4), name="seen")
+    back = b.Reshape(x, shape=(24,), name="back")
+    b.output(b.Relu(seen, name="r"), back)
+    graph = b.build()
+    exe = hetero.compile(graph, targets=["llvm_cpu"], passes=[])
+    steps = {s.name.partition(" ")[0]: s for s in exe.placements[0].part.steps}
+    assert steps["seen"].kernel is None and steps["back"].kernel is not None
+    x_in = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
+    kept = x_in.copy()
+    got = exe.run({"x": x_in})
+    want = hetero.run_reference(graph, {"x": kept})
+    for name in ("r", "back"):
+        np.testing.assert_array_equal(got[name], want[name])
+    np.testing.assert_array_equal(x_in, kept)
+    assert not np.shares_memory(got["back"], x_in)
