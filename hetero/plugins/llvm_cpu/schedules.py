@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from hetero.core.ir.tir.expr import Call, Expr, Var
+from hetero.core.ir.tir.expr import Call, Expr, Load, Var
 from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, PrimFunc, Store, stores_in_loops, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import LoopRef, Schedule
@@ -30,13 +30,16 @@ from hetero.plugins.llvm_cpu.schedules_window import plan_window, schedule_windo
 
 #: Parallel chunks per core: enough to even out uneven chunk times.
 CHUNKS_PER_THREAD = 4
-#: Fewer loop iterations than this (a vectorized loop counting once per vector) run on
-#: the calling thread. A launch on the native pool (hetero.plugins.llvm_cpu.runtime)
-#: costs about 1.5 us inside a part's program and 7 us called alone from Python
-#: (AMD EPYC, znver5); 32K vector iterations are some 20-30 us of work on one core,
-#: so from there a second thread pays. (Through Python's thread pool a launch cost
-#: about 70 us, and the threshold was 256K.)
-PARALLEL_MIN_WORK = 1 << 15
+#: Fewer loop iterations than this (a vectorized loop that reads contiguously counting
+#: once per vector) run on the calling thread. A launch on the native pool
+#: (hetero.plugins.llvm_cpu.runtime) costs about 1.5 us inside a part's program, whose
+#: workers stay awake between its launches, and 7 us called alone from Python (AMD
+#: EPYC, znver5); 16K vector iterations are some 10-20 us of work on one core (a
+#: blocked Concat of 24K vectors took 32 us on a znver4), so from there a second
+#: thread saves several times what its launch costs. (Through Python's thread pool a
+#: launch cost about 70 us, and the threshold was 256K; before workers stayed awake
+#: through a program, 32K.)
+PARALLEL_MIN_WORK = 1 << 14
 #: Lanes a vectorized loop is counted as doing at once (a host vector of float32).
 VECTOR_LANES = TILE.vector
 #: Shorter innermost loops are left to LLVM: a vector would be mostly remainder.
@@ -78,12 +81,31 @@ def _block(func: PrimFunc, block_name: str) -> Block:
 
 def _work(func: PrimFunc, block_name: str) -> int:
     """How many times the block's innermost statements run, a vectorized loop counting
-    once per vector: the measure of whether a parallel launch pays."""
-    def runs(loop: For) -> int:
-        lanes = min(loop.extent, VECTOR_LANES) if loop.kind is ForKind.VECTORIZED else 1
+    once per vector where it reads contiguously (else once per lane: a gather or a
+    strided read loads lane by lane): the measure of whether a parallel launch pays."""
+    def runs(loop: For, store: Store) -> int:
+        lanes = 1
+        if loop.kind is ForKind.VECTORIZED and _reads_contiguously(store, loop.var):
+            lanes = min(loop.extent, VECTOR_LANES)
         return math.ceil(loop.extent / lanes)
 
-    return sum(math.prod(runs(loop) for loop in loops) for _, loops in stores_in_loops(_block(func, block_name).body))
+    return sum(math.prod(runs(loop, store) for loop in loops)
+               for store, loops in stores_in_loops(_block(func, block_name).body))
+
+
+def _reads_contiguously(store: Store, var: Var) -> bool:
+    """Whether every load under ``store`` reads neighbouring elements (or one element)
+    for neighbouring values of ``var``."""
+    def uses(index: Expr) -> bool:
+        return any(x == var for x in exprs_of(index))
+
+    for e in exprs_of(store.value):
+        if isinstance(e, Load) and e.indices:
+            last = affine(e.indices[-1])
+            if ((uses(e.indices[-1]) if last is None else last[0].get(var, 0) not in (0, 1))
+                    or any(uses(i) for i in e.indices[:-1])):
+                return False
+    return True
 
 
 def _vectorize_innermost(sch: Schedule, block_name: str) -> None:

@@ -179,3 +179,20 @@ def test_small_blocks_stay_off_the_thread_pool() -> None:
     assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(small), 2).func).values()
     assert ForKind.PARALLEL in _kinds(default_schedule(_lowered(large), 2).func).values()
     assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(large), 1).func).values()
+
+
+def test_a_strided_read_counts_its_work_per_lane() -> None:
+    """A vectorized loop that reads with a stride (a transpose) loads lane by lane, so its
+    work counts per element: a transpose with fewer vectors than PARALLEL_MIN_WORK but
+    more elements runs in parallel, and a contiguous copy of the same size does not."""
+    shape = (64, 512)
+    assert shape[0] * shape[1] // 16 < PARALLEL_MIN_WORK <= shape[0] * shape[1]
+    strided, contiguous = GraphBuilder("strided"), GraphBuilder("contiguous")
+    strided.output(strided.Transpose(strided.input("x", shape), perm=(1, 0)))
+    contiguous.output(contiguous.Relu(contiguous.input("x", shape)))
+    transposed = _kinds(default_schedule(_lowered(strided), 2).func).values()
+    assert ForKind.VECTORIZED in transposed and ForKind.PARALLEL in transposed
+    assert ForKind.PARALLEL not in _kinds(default_schedule(_lowered(contiguous), 2).func).values()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    got, _ = _compiled(strided, {"x": x}, 2)
+    np.testing.assert_array_equal(got, x.T)
