@@ -33,7 +33,9 @@ The primitive set, what a renderer must map:
   truncates toward zero; out of range or NaN the IR leaves the result open; to bool is
   ``!= 0``), except to float16 from float64 or an integer.
 - ``Call`` of a built-in math intrinsic on float16/32/64 (the renderer's math library:
-  LLVM intrinsics, libm, libdevice), ``fence``, ``bitcast`` between types of one width
+  LLVM intrinsics, libm, libdevice), ``fence``, ``dot4_u8s8`` where the renderer
+  declares :attr:`Native.dot4_u8s8` (elsewhere it becomes four byte extractions,
+  multiplies and adds), ``bitcast`` between types of one width
   (a storage type only to or from an integer), and an intrinsic a plugin registered,
   as it is (the plugin's renderer provides it).
 - Storage types (bfloat16, the float8 variants, float4, int4, int2) are only loaded,
@@ -80,10 +82,13 @@ class Native:
 
     ``ieee_minmax``: float ``min``/``max`` are IEEE 754-2019 ``minimum``/``maximum``
     on this target (NaN-propagating), so they stay as they are instead of becoming
-    compares and selects.
+    compares and selects. ``dot4_u8s8``: that intrinsic stays a call.
     """
 
     ieee_minmax: bool = False
+    #: ``dot4_u8s8`` stays a call (the renderer has a 4-way byte dot product, x86's
+    #: ``vpdpbusd``) instead of becoming shifts, masks, multiplies and adds.
+    dot4_u8s8: bool = False
 
 
 def legalize(func: PrimFunc, native: Native = Native()) -> PrimFunc:
@@ -132,7 +137,7 @@ def why_not_primitive(e: Expr, native: Native = Native()) -> str | None:
     if isinstance(e, Const) and is_storage(e.dtype):
         return f"literal of {e.dtype.name}"
     if isinstance(e, Call):
-        return _call_problem(e)
+        return _call_problem(e, native)
     if type(e).__name__ == "Reduce":
         return "a Reduce (lower compute definitions with tir.lower)"
     return None
@@ -153,8 +158,10 @@ def _binary_problem(e: Binary, native: Native) -> str | None:
     return None
 
 
-def _call_problem(e: Call) -> str | None:
+def _call_problem(e: Call, native: Native) -> str | None:
     arg = e.args[0].dtype if e.args else e.dtype
+    if e.func == "dot4_u8s8" and not native.dot4_u8s8:
+        return "dot4_u8s8"
     if e.func == "bitcast":
         pair = (arg, e.dtype)
         if any(is_storage(x) and y.kind not in "iu" for x, y in (pair, pair[::-1])):
@@ -206,6 +213,8 @@ class _Legalizer(StmtExprMutator):
         x = args[0] if args else None
         if e.func == "bitcast" and x is not None:
             return legal_bitcast(x, e.dtype)
+        if e.func == "dot4_u8s8" and not self.native.dot4_u8s8:
+            return _dot4_u8s8(*args)
         if x is not None and x.dtype.kind in "iub" and e.func in _MATH:
             if e.func in _INTEGER_IDENTITY or (e.func == "abs" and x.dtype.kind != "i"):
                 return x
@@ -233,6 +242,19 @@ class _Legalizer(StmtExprMutator):
             if op in ("min", "max") and not self.native.ieee_minmax:
                 return _nan_extreme(op, a, b)
         return e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)  # type: ignore[no-any-return]
+
+
+def _dot4_u8s8(acc: Expr, a: Expr, b: Expr) -> Expr:
+    """``acc`` plus the four products of ``a``'s bytes zero-extended and ``b``'s
+    sign-extended, in ``acc``'s (wrapping) integer type."""
+    dtype = acc.dtype
+    total = acc
+    for k in range(4):
+        unsigned = binary("bit_and", binary("shr", a, const(8 * k, dtype)), const(0xFF, dtype))
+        up = binary("shl", b, const(24 - 8 * k, dtype)) if k < 3 else b
+        signed = binary("shr", up, const(24, dtype))
+        total = binary("add", total, binary("mul", unsigned, signed))
+    return total
 
 
 def _quot_rem(a: Expr, b: Expr, signed: bool) -> tuple[Expr, Expr]:

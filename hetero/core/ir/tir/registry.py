@@ -262,6 +262,12 @@ def _fence(x: Any) -> Any:
     return x
 
 
+def _dot4_u8s8(acc: Any, a: Any, b: Any) -> Any:
+    ua, ub = int(a) & 0xFFFFFFFF, int(b) & 0xFFFFFFFF
+    total = int(acc) + sum(((ua >> 8 * k) & 0xFF) * ((((ub >> 8 * k) & 0xFF) ^ 0x80) - 0x80) for k in range(4))
+    return np.int32((total + 2**31) % 2**32 - 2**31)
+
+
 _FLOAT_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "erf": _erf, "abs": np.abs,
     "floor": np.floor, "ceil": np.ceil, "round_even": np.rint, "expm1": np.expm1,
@@ -273,6 +279,10 @@ for _name, _fn in _FLOAT_FUNCTIONS.items():
     register_intrinsic(_name, 1, _fn, doc=f"numpy's {getattr(_fn, '__name__', _name)}, elementwise")
 register_intrinsic("bitcast", 1, _bitcast, same_as_first=False,
                    doc="its operand's bits read as another dtype of the same width (built by expr.bitcast)")
+register_intrinsic("dot4_u8s8", 3, _dot4_u8s8,
+                   doc="dot4_u8s8(acc, a, b) of int32s: acc plus the sum over the four bytes k of "
+                       "a's byte k read unsigned times b's byte k read signed (byte 0 the least "
+                       "significant), wrapped to int32: x86's vpdpbusd in one lane, Arm's usdot")
 register_intrinsic("fence", 1, _fence,
                    doc="its float operand unchanged, rounded as computed: a renderer that fuses a "
                        "multiply and an add must not fuse across it")

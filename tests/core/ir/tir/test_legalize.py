@@ -286,3 +286,28 @@ def test_shared_operands_stay_shared() -> None:
 
     count(legal.body.body.value)  # type: ignore[attr-defined]
     assert len(seen) < 12 * 30
+
+
+def _dot4_numpy(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """acc + sum over bytes k of a's byte k unsigned times b's byte k signed, wrapped to int32."""
+    ua = a.astype("<i4").view(np.uint8).reshape(-1, 4).astype(np.int64)
+    sb = b.astype("<i4").view(np.int8).reshape(-1, 4).astype(np.int64)
+    return (acc.astype(np.int64) + (ua * sb).sum(axis=1)).astype(np.uint32).astype(np.int64).astype(np.int32)
+
+
+def test_dot4_u8s8_is_four_byte_products_and_legalizes_to_them() -> None:
+    rng = np.random.default_rng(4)
+    edges = np.array([0, -1, 2**31 - 1, -2**31, 0x7F7F7F7F, -0x7F7F7F80, 0x80808080 - 2**32, 0x01FF80FF], np.int64)
+    acc, a, b = (np.concatenate([rng.integers(-2**31, 2**31, 40), np.repeat(edges, 8)[:64]]).astype(np.int32)
+                 for _ in range(3))
+    b[40:] = np.tile(edges, 8)[:64].astype(np.int32)  # every pair of edge words
+    func = elementwise(lambda s, x, y: call("dot4_u8s8", s, x, y), ["int32"] * 3, "int32", acc.size)
+    before, after = before_after(func, acc, a, b)
+    assert_same(before, _dot4_numpy(acc, a, b))
+    assert_same(after, before)
+    # A renderer with the instruction keeps the call; one without gets only primitives.
+    with pytest.raises(VerificationError, match="dot4_u8s8"):
+        check_legal(func)
+    native = Native(dot4_u8s8=True)
+    assert legalize(func, native) is func and check_legal(func, native) is func
+    assert "dot4_u8s8" not in str(legalize(func))
