@@ -35,6 +35,7 @@ from hetero.core.ir.tir import Binary, Block, Buffer, For, ForKind, Load, PrimFu
 from hetero.core.ir.tir.legalize import legalize
 from hetero.core.ir.tir.stmt import Barrier, Evaluate
 from hetero.errors import CodegenError
+from hetero.plugins.llvm_cpu.dot4 import host_vnni
 from hetero.plugins.llvm_cpu.exprs import CPU_NATIVE, CpuExprEmitter
 
 PTR = ir.PointerType()
@@ -82,15 +83,18 @@ class RenderedModule:
         return self.func.params + self.workspaces
 
 
-def render(func: PrimFunc, triple: str = "", data_layout: str = "") -> RenderedModule:
-    """Render a verified ``func`` as an LLVM module for ``triple`` (empty: unspecified)."""
+def render(func: PrimFunc, triple: str = "", data_layout: str = "", host: bool = True) -> RenderedModule:
+    """Render a verified ``func`` as an LLVM module for ``triple`` (empty: unspecified),
+    to run on this host (``host``: it may use instructions the host has that not every
+    CPU of its kind does, AVX-512 VNNI's ``vpdpbusd``) or on any CPU of the triple."""
     verify_func(func)
+    vnni = host and host_vnni()
     workspaces, stages = split_stages(legalize(func, CPU_NATIVE).body)
     module = ir.Module(name=func.name)
     module.triple = triple
     module.data_layout = data_layout
     buffers = func.params + tuple(workspaces)
-    entries = tuple(_StageRenderer(module, func, buffers).render(k, s) for k, s in enumerate(stages))
+    entries = tuple(_StageRenderer(module, func, buffers, vnni).render(k, s) for k, s in enumerate(stages))
     for entry in entries:
         _render_packed(module, entry, len(buffers))
     _render_wrapper(module, func, entries, tuple(workspaces))
@@ -112,8 +116,8 @@ def _symbol(func: PrimFunc, k: int, stage: Stmt) -> str:
 class _StageRenderer(StmtEmitter):
     """Renders one stage as an entry function."""
 
-    def __init__(self, module: ir.Module, func: PrimFunc, buffers: tuple[Buffer, ...]) -> None:
-        super().__init__(CpuExprEmitter(module, f"func {func.name}"))
+    def __init__(self, module: ir.Module, func: PrimFunc, buffers: tuple[Buffer, ...], vnni: bool) -> None:
+        super().__init__(CpuExprEmitter(module, f"func {func.name}", vnni))
         self.func = func
         self.buffers = buffers
 

@@ -4,7 +4,8 @@ Everything but the intrinsic functions comes from :class:`hetero.core.codegen.Ex
 which maps legalised primitives only. The CPU's part: ``exp``, ``tanh`` and ``erf`` of
 float32 and float16 as plain arithmetic (:mod:`.vecmath`), which LLVM's loop vectorizer
 widens; the functions LLVM has no intrinsic for from the C library (glibc: below 2 ulp
-in float); the rest as LLVM intrinsics. Float ``min``/``max`` are ``llvm.minimum``/
+in float); the rest as LLVM intrinsics; ``dot4_u8s8`` as a function the loop
+vectorizer widens into ``vpdpbusd`` (:mod:`.dot4`). Float ``min``/``max`` are ``llvm.minimum``/
 ``llvm.maximum`` (:data:`CPU_NATIVE`), which x86 and AArch64 lower to a few vector
 instructions.
 """
@@ -18,9 +19,11 @@ from hetero.core.codegen import ExprEmitter
 from hetero.core.ir.tir import Call
 from hetero.core.ir.tir.legalize import Native
 from hetero.plugins.llvm_cpu import vecmath
+from hetero.plugins.llvm_cpu.dot4 import dot4_function
 
-#: What the CPU maps beyond the primitives: IEEE 754-2019 minimum/maximum.
-CPU_NATIVE = Native(ieee_minmax=True)
+#: What the CPU maps beyond the primitives: IEEE 754-2019 minimum/maximum, and the
+#: 4-way byte dot product (:mod:`.dot4`).
+CPU_NATIVE = Native(ieee_minmax=True, dot4_u8s8=True)
 # No LLVM intrinsic exists for these: call the C library.
 _LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"), "expm1": ("expm1f", "expm1"),
          "log1p": ("log1pf", "log1p"), "tan": ("tanf", "tan"), "asin": ("asinf", "asin"),
@@ -45,8 +48,15 @@ def is_scalar_call(e: Call) -> bool:
 class CpuExprEmitter(ExprEmitter):
     """The shared emitter with the CPU's intrinsic functions."""
 
-    def __init__(self, module: ir.Module, where: str) -> None:
+    def __init__(self, module: ir.Module, where: str, vnni: bool = False) -> None:
         super().__init__(module, where, CPU_NATIVE)
+        self.vnni = vnni  # dot4_u8s8 may be vpdpbusd (the module runs on an AVX-512 VNNI host)
+
+    def visit_Call(self, e: Call) -> ir.Value:
+        if e.func == "dot4_u8s8":
+            fn = dot4_function(self.module, self.vnni)
+            return self.builder.call(fn, [self.emit(a) for a in e.args])
+        return super().visit_Call(e)
 
     def math_call(self, func: str, args: list[ir.Value], dtype: np.dtype) -> ir.Value:
         x, bld, f32 = args[0], self.builder, ir.FloatType()

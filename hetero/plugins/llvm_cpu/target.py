@@ -6,7 +6,9 @@ for the target machine it will run on, so the vector width follows the CPU (LLVM
 own loop unrolling only where a kernel reduces, :func:`unrolls`); code that
 runs once (``quick``: a weight's packing, run while compiling) skips the pipeline and
 is emitted by LLVM's fast instruction selector, since its compile would cost more than
-all its runs.
+all its runs. A module with ``vpdpbusd`` versions of ``dot4_u8s8`` (:mod:`.dot4`) gets
+LLVM's always-inliner after the pipeline, to put the instructions the vectorizer
+called into the loops.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from llvmlite import ir
 from hetero.core.ir.tir import Block, IterKind, PrimFunc, walk
 from hetero.errors import CodegenError
 from hetero.plugins.llvm_cpu.codegen import render
+from hetero.plugins.llvm_cpu.dot4 import SCALAR
+
+#: In a module's text where it has vector versions of dot4_u8s8 (hetero.plugins.llvm_cpu.dot4).
+DOT4_VERSION = f"{SCALAR}.v"
 
 #: Triples hetero produces ahead-of-time code for; LLVM may know more.
 AOT_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu")
@@ -122,6 +128,11 @@ def optimise_text(text: str, name: str, machine: llvm.TargetMachine, quick: bool
     tuning.loop_unrolling = unroll
     builder = llvm.create_pass_builder(machine, tuning)
     builder.getModulePassManager().run(parsed, builder)
+    if DOT4_VERSION in text:
+        # The vectorizer called dot4's vpdpbusd versions after the pipeline's inliner ran.
+        inline = llvm.create_new_module_pass_manager()
+        inline.add_always_inliner_pass()
+        inline.run(parsed, builder)
     return parsed
 
 
@@ -144,7 +155,8 @@ def unrolls(func: PrimFunc) -> bool:
 
 def _compiled(func: PrimFunc, triple: str, cpu: str) -> tuple[llvm.TargetMachine, llvm.ModuleRef]:
     machine = target_machine(triple, cpu)
-    return machine, optimise(render(func).module, machine, unroll=unrolls(func))
+    host = triple == host_triple() and cpu == host_cpu()
+    return machine, optimise(render(func, host=host).module, machine, unroll=unrolls(func))
 
 
 def emit_object(func: PrimFunc, triple: str, cpu: str = "generic") -> bytes:
