@@ -121,7 +121,12 @@ class ConstantPacker:
         names = {b: name for b, name in zip(func.params[:n_in], inputs)}
         known = {b for b, name in names.items() if name in self.constants}
         hoisted: list[_Hoisted] = []
-        body = _hoist(func.body, known, hoisted)
+        body, before = _hoist(func.body, known, hoisted), -1
+        # A stage reading one hoisted in this pass (a weight's panels of its words) sits
+        # inside it and was seen first: go again until nothing more moves.
+        while len(hoisted) != before:
+            before = len(hoisted)
+            body = _hoist(body, known, hoisted)
         if not hoisted:
             return func, inputs
         for item in hoisted:
