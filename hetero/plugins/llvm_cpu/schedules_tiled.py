@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.expr import Binary, Load, Var
+from hetero.core.ir.tir.expr import Binary, Call, Expr, Load, Var
 from hetero.core.ir.tir.stmt import For, IfThenElse, PrimFunc, Store, walk
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
@@ -97,17 +97,16 @@ def plan_tile(func: PrimFunc, block_name: str, tile: RegisterTile = TILE) -> Til
 
     int32 is the accumulator of the int8 ops (QConv, QMatMul): integer sums are exact
     in any order, so the tile's reordering keeps them bit for bit, and an int32 vector
-    has the lanes of a float32 one."""
+    has the lanes of a float32 one. A sum of ``dot4_u8s8`` (four byte products a step,
+    :mod:`~hetero.plugins.llvm_cpu.schedules_int8`) is tiled alike."""
     nest = reduction_nest(func, block_name)
     if nest is None or len(nest.spatial) < 2:
         return None
     spatial = list(nest.spatial)
-    update = nest.update_body
-    if not (isinstance(update, Store) and isinstance(update.value, Binary) and update.value.op == "add"
-            and isinstance(update.value.b, Binary) and update.value.b.op == "mul"
-            and (update.value.b.dtype.kind == "f" or update.value.b.dtype == np.int32)):
+    products = _products(nest.update_body)
+    if products is None:
         return None
-    reads = [e for e in exprs_of(update.value.b) if isinstance(e, Load)]
+    reads = [e for p in products for e in exprs_of(p) if isinstance(e, Load)]
     for lane in reversed(spatial):
         if lane.extent < tile.min_lanes:
             continue
@@ -116,6 +115,21 @@ def plan_tile(func: PrimFunc, block_name: str, tile: RegisterTile = TILE) -> Til
             continue
         rows = [f for f in spatial if f is not lane]
         return TilePlan(tuple(spatial), rows[-1], lane, tuple(packed))
+    return None
+
+
+def _products(update: object) -> tuple[Expr, ...] | None:
+    """What a sum's update adds to the accumulator: the product of ``acc + a * b`` (float
+    or int32), or the two operands of ``acc = dot4_u8s8(acc, a, b)``; None for others."""
+    if not isinstance(update, Store):
+        return None
+    value = update.value
+    if (isinstance(value, Binary) and value.op == "add" and isinstance(value.b, Binary) and value.b.op == "mul"
+            and (value.b.dtype.kind == "f" or value.b.dtype == np.int32)):
+        return (value.b,)
+    if (isinstance(value, Call) and value.func == "dot4_u8s8" and isinstance(value.args[0], Load)
+            and value.args[0].buffer == update.buffer):
+        return value.args[1:]
     return None
 
 

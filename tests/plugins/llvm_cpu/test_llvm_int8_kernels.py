@@ -23,9 +23,12 @@ from hetero.core.ir.tir import Const, Select, walk
 from hetero.core.ir.tir.stmt import Block, Store
 from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.lower import lower_node
+from hetero.plugins.llvm_cpu import schedules_int8
+from hetero.plugins.llvm_cpu.dot4 import has_vnni
+from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
-from hetero.plugins.llvm_cpu.target import emit_assembly
+from hetero.plugins.llvm_cpu.target import emit_assembly, host_features, host_triple
 from models import light_model_path
 
 RNG = np.random.default_rng(16)
@@ -110,7 +113,7 @@ def _conv_block(func: object, name: str) -> Block:
 def test_a_padded_qconv_reads_its_shifted_input_from_a_stage_of_its_own() -> None:
     x_shape, w_shape, attrs = CONVS["3x3_padded"]
     func = lower_node(_qconv(x_shape, w_shape, attrs, x_zero=-128, y_zero=0).nodes[0])
-    shifted = shift_windows(func)
+    shifted = shift_windows(func, dot4=False)
     block = _conv_block(shifted, "qconv")
     # The window's bounds test moved out of the sum into the shifting stage.
     assert any(isinstance(e, Select) for s in walk(_conv_block(func, "qconv")) for e in _exprs(s))
@@ -127,6 +130,13 @@ def test_a_padded_qconv_reads_its_shifted_input_from_a_stage_of_its_own() -> Non
     assert sch.trace.apply(shift_windows(func)) == sch.func
 
 
+@pytest.fixture
+def byte_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default schedules as on a host without AVX-512 VNNI: no dot4_u8s8."""
+    monkeypatch.setattr(schedules_int8, "HOST_DOT4", False)
+
+
+@pytest.mark.usefixtures("byte_kernels")
 @pytest.mark.parametrize(("cpu", "instruction"), [
     ("cascadelake", "vpdpwssd"),      # AVX-512 VNNI: multiply, pair-add and accumulate
     ("skylake-avx512", "vpmaddwd"),   # AVX-512BW without VNNI
@@ -143,7 +153,7 @@ def test_the_products_are_byte_multiply_adds_on_every_x86(cpu: str, instruction:
 
 def test_an_unpadded_qconv_reads_an_unpadded_shifted_stage() -> None:
     x_shape, w_shape, attrs = CONVS["1x1"]
-    stage = _conv_block(shift_windows(lower_node(_qconv(x_shape, w_shape, attrs, 5, 0).nodes[0])),
+    stage = _conv_block(shift_windows(lower_node(_qconv(x_shape, w_shape, attrs, 5, 0).nodes[0]), dot4=False),
                         "x_shifted_qconv")
     assert stage.writes.shape == x_shape
 
@@ -222,3 +232,110 @@ def test_the_weight_sums_are_computed_once_when_compiling() -> None:
     assert "w" not in step.inputs, step.inputs
     assert any("/" in name and "sum" in name for name in step.inputs), step.inputs
     _assert_exact(graph, {"x": _int8((1, 16, 9, 9))})
+
+
+# -- four input channels a step: dot4_u8s8 (vpdpbusd with AVX-512 VNNI) --------------------
+
+VNNI_HOST = host_triple().startswith("x86_64") and has_vnni(host_features())
+
+
+@pytest.fixture
+def dot4_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default schedules as on a host with AVX-512 VNNI, whatever this one has (the
+    renderer makes dot4_u8s8 plain arithmetic where it has not, so results are the same)."""
+    monkeypatch.setattr(schedules_int8, "HOST_DOT4", True)
+
+
+def _dot4_calls(func: object) -> int:
+    return sum(1 for s in walk(func.body) for e in _exprs(s) if getattr(e, "func", None) == "dot4_u8s8")
+
+
+@pytest.mark.usefixtures("dot4_kernels")
+@settings(max_examples=25, deadline=None)
+@given(channels=st.integers(1, 21), out=st.integers(1, 40), kernel=st.sampled_from([1, 3]),
+       stride=st.sampled_from([1, 2]), pad=st.sampled_from([0, 1]), size=st.integers(3, 9),
+       x_zero=st.sampled_from([-128, -1, 0, 37, 127]))
+def test_dot4_qconv_is_bit_exact_with_its_reference(channels: int, out: int, kernel: int, stride: int,
+                                                    pad: int, size: int, x_zero: int) -> None:
+    """Channel counts that are not a multiple of 4 (the last word's padding weighs 0) or
+    of 16 (the lane loop's remainder), strides, padding, zero points at the int8 ends."""
+    x_shape = (1, channels, size, size + 1)
+    attrs = {"pads": (pad,) * 4, "strides": (stride, stride)}
+    graph = _qconv(x_shape, (out, channels, kernel, kernel), attrs, x_zero, y_zero=-x_zero // 2)
+    assert _dot4_calls(shift_windows(lower_node(graph.nodes[0]))) == 1
+    x = _int8(x_shape)
+    x.flat[::5] = 127 if x_zero < 0 else -128
+    _assert_exact(graph, {"x": x})
+
+
+@pytest.mark.usefixtures("dot4_kernels")
+@pytest.mark.parametrize("case", list(CONVS))
+def test_dot4_qconv_cases_are_bit_exact_on_two_threads(case: str) -> None:
+    x_shape, w_shape, attrs = CONVS[case]
+    x = _int8(x_shape)
+    x.flat[::7] = -128
+    _assert_exact(_qconv(x_shape, w_shape, attrs, x_zero=127, y_zero=3), {"x": x}, threads=2)
+
+
+@pytest.mark.usefixtures("dot4_kernels")
+@settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 20), k=st.integers(1, 70), n=st.integers(1, 50),
+       a_zero=st.sampled_from([-128, -1, 0, 37, 127]))
+def test_dot4_qmatmul_is_bit_exact_with_its_reference(rows: int, k: int, n: int, a_zero: int) -> None:
+    graph = _qmatmul(rows, k, n, a_zero)
+    assert _dot4_calls(shift_windows(lower_node(graph.nodes[0]))) == 1
+    a = _int8((rows, k))
+    a.flat[::3] = 127 if a_zero < 0 else -128
+    _assert_exact(graph, {"a": a})
+
+
+def test_dot4_sums_words_of_four_input_channels() -> None:
+    """A 13-channel QConv sums over 4 words of input channels (the last holds one real
+    channel), from a stage of packed input words and one of weight words."""
+    graph = _qconv((1, 13, 8, 8), (20, 13, 3, 3), {"pads": (1, 1, 1, 1)}, x_zero=-7, y_zero=0)
+    func = shift_windows(lower_node(graph.nodes[0]), dot4=True)
+    block = _conv_block(func, "qconv")
+    assert _dot4_calls(block) == 1
+    assert {it.var.name: it.extent for it in block.iters}["qconv_rc"] == 4
+    assert _conv_block(func, "x_words_qconv").writes.shape == (1, 4, 10, 10)
+    assert _conv_block(func, "w_words_qconv").writes.shape == (20, 4, 3, 3)
+    # The compensation of the offset input is the byte form's, over the real weights.
+    assert _conv_block(func, "w_sum_qconv").writes.shape == (20,)
+
+
+@pytest.mark.parametrize("case", ["depthwise", "grouped"])
+def test_grouped_qconvs_keep_the_byte_kernel(case: str) -> None:
+    x_shape, w_shape, attrs = CONVS[case]
+    func = shift_windows(lower_node(_qconv(x_shape, w_shape, attrs, x_zero=3, y_zero=0).nodes[0]), dot4=True)
+    assert _dot4_calls(func) == 0
+
+
+@pytest.mark.usefixtures("dot4_kernels")
+def test_the_weight_words_and_their_panels_are_packed_when_compiling() -> None:
+    graph = _qconv((1, 16, 9, 9), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}, x_zero=-3, y_zero=2)
+    exe = hetero.compile(graph, targets=["llvm_cpu"], num_threads=1)
+    (step,) = [s for s in exe.placements[0].part.steps if s.kernel is not None]
+    assert "w" not in step.inputs, step.inputs
+    assert any(name.endswith("w_words_qconv_packed") for name in step.inputs), step.inputs
+
+
+@pytest.mark.skipif(not VNNI_HOST, reason="the host has no AVX-512 VNNI (avx512vnni, avx512vl, avx512bw)")
+@pytest.mark.parametrize("case", ["1x1", "3x3_padded", "strided", "stem"])
+def test_the_products_are_vpdpbusd_on_a_vnni_host(case: str) -> None:
+    x_shape, w_shape, attrs = CONVS[case]
+    func = default_schedule(lower_node(_qconv(x_shape, w_shape, attrs, x_zero=3, y_zero=0).nodes[0]), 1).func
+    assembly = compile_kernel(func, 1).assembly
+    assert "vpdpbusd" in assembly and "vpdpwssd" not in assembly
+
+
+@pytest.mark.usefixtures("byte_kernels")
+def test_without_vnni_a_qconv_compiles_to_the_byte_kernel_and_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host without VNNI (its features faked) gets the byte kernel, no vpdpbusd."""
+    from hetero.plugins.llvm_cpu import target
+    features = {**host_features(), "avx512vnni": False, "avxvnni": False}
+    monkeypatch.setattr(target, "host_features", lambda: features)
+    x_shape, w_shape, attrs = (1, 11, 6, 7), (19, 11, 3, 3), {"pads": (1, 1, 1, 1)}
+    graph = _qconv(x_shape, w_shape, attrs, x_zero=-128, y_zero=1)
+    func = default_schedule(lower_node(graph.nodes[0]), 1).func
+    assert _dot4_calls(func) == 0 and "vpdpbusd" not in compile_kernel(func, 1).assembly
+    _assert_exact(graph, {"x": _int8(x_shape)})
