@@ -14,7 +14,7 @@ from hetero.plugins.llvm_cpu import (
     AOT_TRIPLES, CompiledKernel, chunks, compile_kernel, emit_assembly, emit_object, host_cpu, host_features,
     host_triple, render,
 )
-from hetero.plugins.llvm_cpu.kernel import CHUNKS_PER_THREAD
+from hetero.plugins.llvm_cpu.kernel import CHUNKS_PER_THREAD, UNIT_CHUNKS_PER_THREAD
 
 RNG = np.random.default_rng(11)
 
@@ -78,6 +78,20 @@ def test_parallel_outer_loop_runs_in_chunks_with_serial_numbers() -> None:
     np.testing.assert_array_equal(out, serial.run(**arrays)["C"])
     [(_, serial_parts)] = serial.last_launches
     assert serial_parts == ((0, 1),)
+
+
+def test_a_short_parallel_range_runs_one_iteration_a_chunk() -> None:
+    """Up to UNIT_CHUNKS_PER_THREAD iterations a thread, each iteration is a chunk of its
+    own (12 rows in 8 chunks would be chunks of 1 and 2 rows, unevenly claimed)."""
+    rows = 12
+    assert rows <= UNIT_CHUNKS_PER_THREAD * 2 and rows > CHUNKS_PER_THREAD * 2
+    kernel = CompiledKernel(_axpy(outer=ForKind.PARALLEL, rows=rows, name="axpy_short"), num_threads=2)
+    arrays = _axpy_inputs(rows)
+    out = np.full((rows, 16), np.nan, np.float32)
+    kernel(arrays["A"], arrays["B"], arrays["D"], out)
+    [(_, parts)] = kernel.last_launches
+    assert parts == tuple((r, r + 1) for r in range(rows))
+    np.testing.assert_array_equal(out, CompiledKernel(_axpy(rows=rows, name="axpy_short_ser")).run(**arrays)["C"])
 
 
 def test_chunks_cover_the_range_once() -> None:
