@@ -30,6 +30,8 @@ import math
 import os
 from pathlib import Path
 import stat
+import struct
+from typing import Any
 import zipfile
 import zlib
 
@@ -105,9 +107,44 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
 DTYPES_MEMBER = "dtypes.json"
 
 
-def open_zip(data: bytes, source: str) -> zipfile.ZipFile:
-    """``data`` as a zip to read from; DamagedFileError naming ``source`` if it is none."""
+class _ViewFile(io.RawIOBase):
+    """A read-only file over a ``memoryview``, so that a zip opened on a view is not
+    copied whole (``io.BytesIO`` copies any buffer but ``bytes``)."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self.view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self.view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self.view[self._pos:self._pos + len(buffer)]
+        memoryview(buffer).cast("B")[:len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def open_zip(data: bytes | memoryview, source: str) -> zipfile.ZipFile:
+    """``data`` as a zip to read from; DamagedFileError naming ``source`` if it is none.
+
+    Opened on a ``memoryview``, the zip's stored members can be read as views of it
+    (:func:`member_view`), without copies."""
     try:
+        if isinstance(data, memoryview):
+            return zipfile.ZipFile(_ViewFile(data))
         return zipfile.ZipFile(io.BytesIO(data))
     except _ZIP_ERRORS as exc:
         raise DamagedFileError(f"{source}: not a readable zip archive ({exc}); "
@@ -121,7 +158,43 @@ def read_member(zf: zipfile.ZipFile, name: str, source: str, limit: int | None =
     return bytes(_read_into(zf, name, source, limit))
 
 
-def _read_into(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -> bytearray:
+def member_view(zf: zipfile.ZipFile, name: str, source: str, limit: int | None = None) -> memoryview:
+    """Entry ``name`` as a view of the buffer the zip was opened on, when it was opened on
+    a ``memoryview`` (:func:`open_zip`) and the entry is stored, not compressed; else its
+    bytes as :func:`read_member` reads them.
+
+    A view is checked for bounds (the entry's local header and data lie inside the
+    buffer, under the same name and size as the zip's directory says) but not against
+    its CRC: views are for buffers whose seal was checked, which covers every byte."""
+    if not isinstance(zf.fp, _ViewFile):
+        return memoryview(_read_into(zf, name, source, limit))
+    view = zf.fp.view
+    info = _info(zf, name, source, limit)
+    if info.compress_type != zipfile.ZIP_STORED:
+        return memoryview(_read_into(zf, name, source, limit))
+    start = info.header_offset
+    header = bytes(view[start:start + _LOCAL.size])
+    if len(header) != _LOCAL.size or header[:4] != b"PK\x03\x04":
+        raise DamagedFileError(f"{source}: entry {name!r} has no local header where the directory "
+                               "says; the file is damaged: recompile it")
+    _, _, flags, method, _, _, _, _, _, name_length, extra_length = _LOCAL.unpack(header)
+    data = start + _LOCAL.size + name_length + extra_length
+    end = data + info.file_size
+    if (flags & 1 or method != zipfile.ZIP_STORED or info.compress_size != info.file_size
+            or bytes(view[start + _LOCAL.size:start + _LOCAL.size + name_length]) != info.orig_filename.encode()
+            or end > len(view)):
+        raise DamagedFileError(f"{source}: entry {name!r} does not match the zip's directory "
+                               "(name, method or size), or runs past the end; recompile it")
+    return view[data:end]
+
+
+# The local file header: signature, version, flags, method, time, date, CRC, sizes,
+# name and extra lengths.
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+
+
+def _info(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -> zipfile.ZipInfo:
+    """The directory entry of ``name``, refused when it declares more than ``limit``."""
     try:
         info = zf.getinfo(name)
     except KeyError:
@@ -131,6 +204,11 @@ def _read_into(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -
     if info.file_size > cap:
         raise DamagedFileError(f"{source}: entry {name!r} declares {info.file_size} bytes, at most {cap} "
                                "expected; refusing to inflate it (damaged, or a zip bomb)")
+    return info
+
+
+def _read_into(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -> bytearray:
+    info = _info(zf, name, source, limit)
     if info.compress_type not in _INFLATE_RATIO:
         raise DamagedFileError(f"{source}: entry {name!r} uses compression method {info.compress_type}, "
                                "which hetero never writes; the file is not hetero's")
@@ -151,17 +229,18 @@ def _read_into(zf: zipfile.ZipFile, name: str, source: str, limit: int | None) -
     return buffer
 
 
-def read_npz(data: bytes, source: str, limit: int | None = None) -> dict[str, np.ndarray]:
+def read_npz(data: bytes | memoryview, source: str, limit: int | None = None) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` (ours or ``numpy.savez``'s), by member name without ``.npy``.
 
     Each member's header must describe exactly the bytes after it, with a plain
-    (non-object) dtype; anything else is a DamagedFileError naming the member.
+    (non-object) dtype; anything else is a DamagedFileError naming the member. From a
+    ``memoryview`` the stored members' arrays are views of it (:func:`member_view`).
     """
     arrays: dict[str, np.ndarray] = {}
     extended: dict[str, str] = {}
     with open_zip(data, source) as zf:
         for info in zf.infolist():
-            raw = _read_into(zf, info.filename, source, limit)
+            raw = member_view(zf, info.filename, source, limit)
             if info.filename == DTYPES_MEMBER:
                 try:
                     extended = {str(k): str(v) for k, v in json.loads(bytes(raw)).items()}
@@ -179,8 +258,10 @@ def read_npz(data: bytes, source: str, limit: int | None = None) -> dict[str, np
     return arrays
 
 
-def _npy_array(raw: bytearray, where: str) -> np.ndarray:
-    f = io.BytesIO(raw)
+def _npy_array(raw: memoryview, where: str) -> np.ndarray:
+    # numpy reads at most a 64 KiB header by default (max_header_size 10000): the rest
+    # of the member is not copied to parse it.
+    f = io.BytesIO(raw[:_NPY_HEADER_READ])
     try:
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
@@ -201,6 +282,9 @@ def _npy_array(raw: bytearray, where: str) -> np.ndarray:
                                f"but holds {len(raw) - offset}; the file is damaged: recompile it")
     array = np.frombuffer(raw, dtype, count=count, offset=offset)
     return array.reshape(shape, order="F" if fortran else "C")
+
+
+_NPY_HEADER_READ = 2**16 + 16
 
 
 def read_regular_file(path: str | os.PathLike[str], what: str, limit: int | None = None) -> bytes:
@@ -276,7 +360,8 @@ def constants_member(constants: Mapping[str, np.ndarray]) -> tuple[str, bytes]:
 
 
 def read_constants(zf: zipfile.ZipFile, source: str, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """The constants :func:`constants_member` wrote, by the ``names`` the manifest lists."""
-    arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+    """The constants :func:`constants_member` wrote, by the ``names`` the manifest lists;
+    views of the zip's buffer when it was opened on a ``memoryview``."""
+    arrays = read_npz(member_view(zf, "constants.npz", source), f"{source}: constants.npz")
     return {name: arrays[f"arr_{i}"] for i, name in enumerate(names)}
 
