@@ -197,6 +197,10 @@ class Backend(ABC):
     - ``takes_every_op``: true for a backend that implements every canonical op; the
       core picks the fallback (what takes the nodes no target does) among those.
     - ``patterns``: the :class:`Pattern` composites it wants whole.
+    - ``artifact_views``: true for a backend whose :meth:`load_artifact` takes a
+      ``memoryview`` as well as ``bytes`` (and keeps no more of it than it
+      needs): the compile cache then hands it a view of the mapped entry instead of a
+      copy, so weights load without being copied.
 
     Behaviour: :meth:`compile` and :meth:`load_artifact` must be implemented;
     :meth:`declare`, :meth:`supports` and :meth:`estimate` have defaults worth
@@ -214,6 +218,7 @@ class Backend(ABC):
     supported_ops: Collection[str] = frozenset()
     takes_every_op: bool = False
     patterns: Sequence[Pattern] = ()
+    artifact_views: bool = False
 
     def declare(self, options: Mapping[str, Any]) -> Declarations:
         """The device as ``options`` (every declared option, set or default) describe it.
@@ -272,7 +277,8 @@ class Backend(ABC):
 
     @abstractmethod
     def load_artifact(self, artifact: bytes) -> CompiledPart:
-        """Rebuild the part whose :attr:`CompiledPart.artifact` is ``artifact``."""
+        """Rebuild the part whose :attr:`CompiledPart.artifact` is ``artifact`` (a
+        ``memoryview`` of those bytes when the backend declares ``artifact_views``)."""
 
     # -- auto-tuning (hetero.core.schedule.tune): a backend that schedules with traces implements these --
 
@@ -373,6 +379,8 @@ def validate_backend(backend: object) -> list[str]:
                                 f"{' ...' if len(missing) > 8 else ''}")
     if not isinstance(backend.takes_every_op, bool):
         problems.append(f"{label}: takes_every_op must be True or False, got {backend.takes_every_op!r}")
+    if not isinstance(backend.artifact_views, bool):
+        problems.append(f"{label}: artifact_views must be True or False, got {backend.artifact_views!r}")
     problems += _option_problems(label, backend.options)
     problems += _signature_problems(label, backend)
     problems += _pattern_problems(label, backend.patterns)

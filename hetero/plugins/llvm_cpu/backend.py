@@ -90,6 +90,8 @@ class LlvmCpuBackend(Backend):
     device_kind = "cpu"
     options = OPTIONS
     takes_every_op = True
+    # Its constants load as views of the artifact (the mapped cache entry), not copies.
+    artifact_views = True
 
     def __init__(self) -> None:
         self.memory = _host_memory()
@@ -154,7 +156,7 @@ class LlvmCpuBackend(Backend):
             return LlvmCpuPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs),
                                steps, constants, aliases)
 
-    def load_artifact(self, artifact: bytes) -> LlvmCpuPart:
+    def load_artifact(self, artifact: bytes | memoryview) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
 
     def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:

@@ -168,8 +168,11 @@ class LlvmCpuPart:
         ])
 
     @classmethod
-    def from_artifact(cls, artifact: bytes) -> LlvmCpuPart:
-        """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
+    def from_artifact(cls, artifact: bytes | memoryview) -> LlvmCpuPart:
+        """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged.
+
+        From a ``memoryview`` the constants are views of it, not copies
+        (:func:`~hetero.core.runtime.archive.read_constants`)."""
         source = "llvm_cpu artifact"
         with open_zip(artifact, source) as zf:
             manifest = read_manifest(zf, source)
