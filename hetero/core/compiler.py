@@ -37,13 +37,13 @@ from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
 from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, choose_fallback, partition_graph
 from hetero.core.passes.pipeline import optimize
-from hetero.core import progress
+from hetero.core import progress, timing
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.target import Target, bind, route_options
 from hetero.core.quant.calibrate import Calibration
 from hetero.core.quant.flow import prepare_for_targets
-from hetero.core.runtime.cache import CompileCache, open_cache
+from hetero.core.runtime.cache import CompileCache, model_key, open_cache
 from hetero.core.runtime.executable import (
     CompileFallback,
     Executable,
@@ -55,7 +55,7 @@ from hetero.core.runtime.specialize import SpecializingExecutable
 from hetero.core.staging import StagedExecutable
 from hetero.core.schedule.tune.records import TUNED_OPTION, best_traces, load_records
 from hetero.errors import (
-    DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
+    CacheError, DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
     UnsupportedOpError,
 )
 
@@ -141,6 +141,20 @@ class Session:
         twin.quantize = None
         return twin
 
+    def settings(self, passes: Sequence[str] | None) -> dict[str, Any]:
+        """Everything of this session that decides what :meth:`compile` makes of a graph
+        optimised by ``passes``, as JSON data for the model cache's key
+        (:func:`~hetero.core.runtime.cache.model_key`): every target's backend, version,
+        options (set or default) and the machine it compiles for, the fallback and the
+        partition settings."""
+        return {
+            "targets": [{"backend": t.name, "version": t.version, "options": dict(t.options),
+                         "machine": t.backend.tuning_machine()} for t in self.targets],
+            "fallback": self.fallback, "policy": self.policy, "overrides": self.overrides,
+            "strict": self.strict, "min_ratio": self.min_ratio,
+            "passes": None if passes is None else list(passes),
+        }
+
     def prepare(self, graph: Graph) -> Graph:
         """``graph`` quantised as asked, its quantised units lowered to integer ops where a
         target other than the fallback computes in int8 (what :meth:`partition` sees)."""
@@ -191,12 +205,13 @@ class Session:
             if where is not None and len(partition.regions) > 1:
                 where = where / name
             try:
-                part = _compile(target, subgraph, store, where)
+                part, key = _compile(target, subgraph, store, where)
             except Exception as exc:
-                target, part, fallback = self._recover(exc, target, name, subgraph, partition, store, folder)
+                target, (part, key), fallback = self._recover(exc, target, name, subgraph, partition, store,
+                                                              folder)
                 fallbacks.append(fallback)
             placements.append(Placement(target.name, target.version, part, name,
-                                        output_types=tuple(Interface.of(subgraph).outputs)))
+                                        output_types=tuple(Interface.of(subgraph).outputs), cache_key=key))
         progress.end("compile")
         plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements],
                               [v.name for v in graph.outputs], partition.assignment.home)
@@ -209,7 +224,8 @@ class Session:
                           partition_report=partition.report(), fallbacks=fallbacks)
 
     def _recover(self, exc: Exception, target: Target, region: str, subgraph: Graph, partition: Partition,
-                 store: CompileCache | None, folder: Path | None) -> tuple[Target, CompiledPart, CompileFallback]:
+                 store: CompileCache | None, folder: Path | None,
+                 ) -> tuple[Target, tuple[CompiledPart, str | None], CompileFallback]:
         """The fallback's compile of a region ``target`` failed on, or the error that says
         why there is none (strict, the region was the fallback's, an override pins it)."""
         error = f"{type(exc).__name__}: {exc}"
@@ -229,8 +245,8 @@ class Session:
         warnings.warn(f"backend {target.name} failed to compile region {region} of {graph}: {error}; "
                       f"{fallback.name} compiles it instead", CompileFallbackWarning, stacklevel=3)
         where = None if folder is None else folder / fallback.name / region
-        part = _compile(fallback, subgraph, store, where)
-        return fallback, part, CompileFallback(region, target.name, fallback.name, error)
+        compiled = _compile(fallback, subgraph, store, where)
+        return fallback, compiled, CompileFallback(region, target.name, fallback.name, error)
 
 
 def _route_records(routed: dict[str, dict[str, Any]], selected: Sequence[Backend],
@@ -329,8 +345,12 @@ def compile_model(
     declare them (``hetero plugins NAME`` lists a backend's options); one that no
     target declares is an :class:`~hetero.errors.OptionError` naming the nearest
     option there is. ``cache`` names a compile-cache folder (by default
-    ``$HETERO_CACHE_DIR`` when set): a part compiled before with the same subgraph,
-    backend version and options is loaded from it instead of compiled.
+    ``$HETERO_CACHE_DIR`` when set): a model compiled before with the same graph,
+    passes, targets, options and versions on this machine is loaded whole from it,
+    running no pass and compiling nothing; otherwise each part compiled before with the
+    same subgraph, backend version and options is loaded instead of compiled
+    (:mod:`hetero.core.runtime.cache`). A dump or ``quantize`` compiles past the
+    model entries (parts still come from the cache, except with a dump).
 
     ``records`` names a tuning-records file (``hetero tune -o``): each kernel whose task
     has a record made on this machine (any machine with ``records_any_machine=True``)
@@ -403,9 +423,31 @@ def _compile_model(
             for shapes in ahead or ():
                 exe.prepare(shapes)
             return exe
+    store = open_cache(session.cache) if dump is None and session.quantize is None else None
+    key = None if store is None else _model_key(session, graph, passes)
+    if key is not None:
+        with timing.phase("model cache load"):
+            exe = store.load_model(key)
+        if exe is not None:
+            return exe
     with progress.stage("optimise"):
         graph = optimize(graph, passes)
-    return session.compile(graph, dump)
+    exe = session.compile(graph, dump)
+    keys = [p.cache_key for p in exe.placements]
+    if key is not None and all(keys):
+        with timing.phase("model cache store"):
+            store.put_model(key, exe, keys)
+    return exe
+
+
+def _model_key(session: Session, graph: Graph, passes: Sequence[str] | None) -> str | None:
+    """The model cache's key of compiling ``graph`` (imported, not yet optimised) in
+    ``session``; None when a setting cannot be keyed (the part cache says which)."""
+    with timing.phase("model cache key"):
+        try:
+            return model_key(graph, session.settings(passes))
+        except CacheError:
+            return None
 
 
 def _model_name(model: str | os.PathLike[str] | onnx.ModelProto) -> str:
@@ -445,11 +487,13 @@ def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> Non
         )
 
 
-def _compile(target: Target, subgraph: Graph, store: CompileCache | None, dump_dir: Path | None) -> CompiledPart:
-    """One region's compile, through the cache unless its stages are to be dumped."""
+def _compile(target: Target, subgraph: Graph, store: CompileCache | None,
+             dump_dir: Path | None) -> tuple[CompiledPart, str | None]:
+    """One region's compile, through the cache unless its stages are to be dumped, and
+    the key of the cache entry that holds it (None without one)."""
     if dump_dir is not None:
         # A dump asks for every stage, and only a real compile writes them.
-        return target.dumping_to(dump_dir).compile(subgraph)
+        return target.dumping_to(dump_dir).compile(subgraph), None
     if store is None:
-        return target.compile(subgraph)
-    return store.compile(subgraph, target)
+        return target.compile(subgraph), None
+    return store.compile_keyed(subgraph, target)

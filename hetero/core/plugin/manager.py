@@ -49,6 +49,7 @@ import warnings
 
 import pluggy
 
+from hetero.core import timing
 from hetero.core.plugin import hookspecs
 from hetero.core.plugin.backend import Backend, validate_backend
 from hetero.errors import UnknownBackendError, did_you_mean
@@ -287,7 +288,8 @@ def load_plugins(reload: bool = False) -> PluginSet:
         if _cache is None or reload:
             if reload:
                 importlib.invalidate_caches()
-            _cache = discover_plugins()
+            with timing.phase("plugin discovery"):
+                _cache = discover_plugins()
         return _cache
 
 

@@ -26,7 +26,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.types import as_dtype
-from hetero.core.plugin.backend import CompiledPart
+from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.capabilities import DrawsTimeline, Profiles, Reports, device_of
 from hetero.core.runtime.archive import (
     MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
@@ -64,7 +64,9 @@ class Placement:
     the copies into this backend's memory that must happen before it runs, and
     ``transfers_out`` those of the graph outputs it produces back to the host, right
     after it runs; ``output_types`` are the outputs its subgraph declares, which every
-    run checks the part's results against (empty: the names in ``part.outputs`` only).
+    run checks the part's results against (empty: the names in ``part.outputs`` only);
+    ``cache_key`` is the key of the compile-cache entry that holds the part, when it
+    was compiled through a cache (a model entry names its parts by it).
     """
 
     backend: str
@@ -74,6 +76,7 @@ class Placement:
     transfers_in: tuple[TransferStep, ...] = ()
     output_types: tuple[ValueType, ...] = ()
     transfers_out: tuple[TransferStep, ...] = ()
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,13 +249,13 @@ class Executable:
         return {placement.region or placement.backend: placement.part.timeline_html()
                 for placement in self.placements if isinstance(placement.part, DrawsTimeline)}
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write everything needed to run again into one file at ``path``, signed with
-        this user's key (:mod:`hetero.core.runtime.signing`) so that :func:`load` accepts
-        it. The same executable always gives the same bytes."""
+    def manifest(self, artifacts: list[str]) -> dict[str, Any]:
+        """What :func:`rebuild` needs besides the constants and the parts, as JSON data:
+        each part's entry names its artifact as ``artifacts`` gives it (a member of a
+        saved file, a compile-cache key)."""
         from hetero import __version__
 
-        manifest = {
+        return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "hetero_version": __version__,
             "name": self.name,
             "inputs": [[n, list(s), d] for n, s, d in self.interface.inputs],
@@ -261,18 +264,24 @@ class Executable:
                 {"backend": p.backend, "backend_version": p.backend_version,
                  "inputs": list(p.part.inputs), "outputs": list(p.part.outputs),
                  "output_types": [[n, list(s), d] for n, s, d in p.output_types],
-                 "artifact": f"parts/{i}.bin", "region": p.region,
+                 "artifact": artifact, "region": p.region,
                  "transfers_in": [[t.value, t.src, t.dst] for t in p.transfers_in],
                  "transfers_out": [[t.value, t.src, t.dst] for t in p.transfers_out]}
-                for i, p in enumerate(self.placements)
+                for p, artifact in zip(self.placements, artifacts, strict=True)
             ],
             "partition": self.partition,
             "partition_report": self.partition_report,
             "fallbacks": [[f.region, f.backend, f.fallback, f.error] for f in self.fallbacks],
             "constants": list(self.constants),
         }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write everything needed to run again into one file at ``path``, signed with
+        this user's key (:mod:`hetero.core.runtime.signing`) so that :func:`load` accepts
+        it. The same executable always gives the same bytes."""
         payload = write_zip([
-            ("manifest.json", json.dumps(manifest, indent=2)),
+            ("manifest.json", json.dumps(self.manifest([f"parts/{i}.bin" for i in range(len(self.placements))]),
+                                         indent=2)),
             ("constants.npz", npz_bytes({f"c{i}": a for i, a in enumerate(self.constants.values())})),
             *((f"parts/{i}.bin", p.part.artifact) for i, p in enumerate(self.placements)),
         ])
@@ -371,11 +380,33 @@ def _value_types(rows: Any) -> list[ValueType]:
 
 
 def _rebuild(manifest: dict[str, Any], zf: Any, source: str) -> Executable:
-    """The executable a verified manifest describes, its parts loaded by their backends."""
+    """The executable a verified manifest of a saved file describes, its parts loaded by
+    their backends from the file's members."""
+    arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
+
+    def load_part(entry: Mapping[str, Any], backend: Backend) -> CompiledPart:
+        artifact = read_member(zf, str(entry["artifact"]), source)
+        try:
+            return backend.load_artifact(artifact)
+        except HeteroError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a backend's loader failing on its own bytes
+            raise PluginError(f"{source}: backend {backend.name} could not load its part "
+                              f"{entry['artifact']} ({type(exc).__name__}: {exc}); recompile the model") from None
+
+    return rebuild(manifest, arrays, load_part, source)
+
+
+def rebuild(manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+            load_part: Callable[[Mapping[str, Any], Backend], CompiledPart], source: str) -> Executable:
+    """The executable ``manifest`` (:meth:`Executable.manifest`, sealed where it was kept)
+    describes: its constants from ``arrays`` (``c0``, ``c1``... in the manifest's order),
+    each part from ``load_part`` (given the part's manifest entry and its installed
+    backend, whose version the entry's matches). ``source`` names where it came from in
+    errors."""
     from hetero.core.plugin.manager import get_backend
 
     names = list(manifest["constants"])
-    arrays = read_npz(read_member(zf, "constants.npz", source), f"{source}: constants.npz")
     missing = [f"c{i}" for i in range(len(names)) if f"c{i}" not in arrays]
     if missing:
         raise DamagedFileError(f"{source}: constants.npz lacks {missing[0]} of the {len(names)} "
@@ -390,14 +421,7 @@ def _rebuild(manifest: dict[str, Any], zf: Any, source: str) -> Executable:
                 f"{source}: compiled by {entry['backend']} {entry['backend_version']}, "
                 f"installed is {backend.version}; recompile the model"
             )
-        artifact = read_member(zf, str(entry["artifact"]), source)
-        try:
-            part = backend.load_artifact(artifact)
-        except HeteroError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a backend's loader failing on its own bytes
-            raise PluginError(f"{source}: backend {backend.name} could not load its part "
-                              f"{entry['artifact']} ({type(exc).__name__}: {exc}); recompile the model") from None
+        part = load_part(entry, backend)
         # Files saved before partitioned compiles lack the region keys: one part; files
         # saved before output checks lack the output types: names are checked only.
         placements.append(Placement(entry["backend"], entry["backend_version"], part,
