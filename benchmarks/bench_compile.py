@@ -16,7 +16,10 @@ The cached load: one more process compiles the model into a fresh compile-cache
 folder, then ``--repeat`` processes each compile it again from that folder (the same
 import, so the same cache key): the median of that time, and whether any of them
 compiled a kernel (read from :mod:`hetero.core.timing`: a load runs no lowering) are
-printed. ``--timings`` adds the phase table of the first cold compile.
+printed, then where a cached load's time goes: the median of each phase over those
+processes (plugin discovery, the model key, mapping the entries, checking their seals,
+loading machine code; "other" is what no phase covers). ``--timings`` adds the phase
+tables of the first cold compile and the first cached load.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 #: The phase every compiled kernel passes through (hetero.core.timing): a cached
 #: load that records it compiled something.
@@ -66,11 +70,21 @@ def main() -> None:
             print(f"{name:<14}{job or 'host':>5}{statistics.median(seconds):>9.2f}{min(seconds):>7.2f}"
                   f"{max(seconds):>7.2f}{statistics.median(c['seconds'] for c in cached):>10.3f}"
                   f"{'yes' if compiled else 'no':>10}", flush=True)
+            print(f"  cached load, median s per phase: {_phase_medians(cached)}", flush=True)
             if args.timings:
                 print(cold[0]["table"], flush=True)
+                print(cached[0]["table"], flush=True)
 
 
-def _run(name: str, cache: str, jobs: str) -> dict[str, object]:
+def _phase_medians(runs: list[dict[str, Any]]) -> str:
+    """Each phase's median seconds over ``runs`` (0 where a run lacks it), and the rest."""
+    names = list(dict.fromkeys(name for run in runs for name in run["phases"]))
+    medians = {name: statistics.median(run["phases"].get(name, 0.0) for run in runs) for name in names}
+    medians["other"] = statistics.median(run["seconds"] - sum(run["phases"].values()) for run in runs)
+    return ", ".join(f"{name} {seconds:.3f}" for name, seconds in medians.items())
+
+
+def _run(name: str, cache: str, jobs: str) -> dict[str, Any]:
     """One compile of ``name`` in a fresh process (through the cache folder ``cache``
     when not empty); its result as :func:`_child` prints it."""
     env = dict(os.environ)
@@ -99,7 +113,9 @@ def _child(name: str, cache: str) -> None:
         hetero.compile(graph, targets=["llvm_cpu"], num_threads=1, cache=None if cache == "-" else cache)
         seconds = time.perf_counter() - start
     compiled = any(phase == LOWER_PHASE for _, phase in times.seconds)
-    print(json.dumps({"seconds": seconds, "compiled": compiled, "table": times.table()}))
+    phases = {phase if owner == timing.CORE else f"{owner} {phase}": spent
+              for (owner, phase), spent in times.seconds.items()}
+    print(json.dumps({"seconds": seconds, "compiled": compiled, "phases": phases, "table": times.table()}))
 
 
 if __name__ == "__main__":
