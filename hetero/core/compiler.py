@@ -43,7 +43,7 @@ from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.target import Target, bind, route_options
 from hetero.core.quant.calibrate import Calibration
 from hetero.core.quant.flow import prepare_for_targets
-from hetero.core.runtime.cache import CompileCache, model_key, open_cache
+from hetero.core.runtime.cache import CACHE_ENV, CompileCache, GraphArrays, model_key, open_cache
 from hetero.core.runtime.executable import (
     CompileFallback,
     Executable,
@@ -368,10 +368,13 @@ def compile_model(
             raise OptionError("no targets given and no installed backend declares that it takes every op; "
                               "name the targets")
         targets = [default.name]
+    # A graph given whole is hashed for the model cache's key while the plugins load.
+    arrays = GraphArrays(model) if (isinstance(model, Graph) and dump is None and quantize is None
+                                    and (cache is not None or os.environ.get(CACHE_ENV))) else None
     session = Session(targets, fallback=fallback, policy=policy, overrides=overrides, strict=strict,
                       min_ratio=min_ratio, quantize=quantize, calibration_method=calibration_method,
                       cache=cache, options=options, records=records, records_any_machine=records_any_machine)
-    return _compile_model(session, model, input_shapes, input_values, max_specializations, passes, dump)
+    return _compile_model(session, model, input_shapes, input_values, max_specializations, passes, dump, arrays)
 
 
 def _compile_model(
@@ -382,8 +385,10 @@ def _compile_model(
     max_specializations: int | None,
     passes: Sequence[str] | None,
     dump: str | os.PathLike[str] | None,
+    arrays: GraphArrays | None = None,
 ) -> Executable | SpecializingExecutable | StagedExecutable:
-    """:func:`compile_model` with its session made."""
+    """:func:`compile_model` with its session made (and the model's arrays being hashed,
+    when it is a graph and a cache is named)."""
     if isinstance(model, Graph):
         graph = model
     else:
@@ -424,7 +429,7 @@ def _compile_model(
                 exe.prepare(shapes)
             return exe
     store = open_cache(session.cache) if dump is None and session.quantize is None else None
-    key = None if store is None else _model_key(session, graph, passes)
+    key = None if store is None else _model_key(session, graph, passes, arrays)
     if key is not None:
         with timing.phase("model cache load"):
             exe = store.load_model(key)
@@ -440,12 +445,13 @@ def _compile_model(
     return exe
 
 
-def _model_key(session: Session, graph: Graph, passes: Sequence[str] | None) -> str | None:
+def _model_key(session: Session, graph: Graph, passes: Sequence[str] | None,
+               arrays: GraphArrays | None) -> str | None:
     """The model cache's key of compiling ``graph`` (imported, not yet optimised) in
     ``session``; None when a setting cannot be keyed (the part cache says which)."""
     with timing.phase("model cache key"):
         try:
-            return model_key(graph, session.settings(passes))
+            return model_key(graph, session.settings(passes), arrays)
         except CacheError:
             return None
 

@@ -78,7 +78,7 @@ from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.target import Target
 from hetero.core.runtime.archive import memory_limit, npz_bytes, read_npz
-from hetero.core.runtime.digest import tree_digest, tree_digests
+from hetero.core.runtime.digest import TreeDigests, tree_digest
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, seal
 from hetero.errors import CacheError, DamagedFileError, HeteroError
 
@@ -156,36 +156,52 @@ def cache_key(subgraph: Graph, backend: Backend, options: Mapping[str, Any]) -> 
     return digest.hexdigest()
 
 
-def model_key(graph: Graph, settings: Mapping[str, Any]) -> str:
+def model_key(graph: Graph, settings: Mapping[str, Any], arrays: GraphArrays | None = None) -> str:
     """The hex SHA-256 that names a whole compile of ``graph`` (imported, before any
     pass) under ``settings``: the session's targets with their backends' versions,
     options and machines, the fallback, the partition settings and the passes, as the
     compile driver lists them (plain JSON data; CacheError naming the setting if not).
-    hetero's version and the host's platform are added here."""
+    hetero's version and the host's platform are added here. ``arrays`` is
+    ``GraphArrays(graph)`` when the caller started hashing the arrays earlier."""
     from hetero import __version__
 
     digest, feed = _digest("hetero-model-cache/1")
     feed(__version__)
     feed(json.dumps([platform.system(), platform.machine()]))
     feed(_options_json(settings, "compile setting {name!r}"))
-    _feed_graph(feed, graph)
+    _feed_graph(feed, graph, arrays)
     return digest.hexdigest()
 
 
-def _feed_graph(feed: Feed, graph: Graph) -> None:
+class GraphArrays:
+    """The constants and array attributes of a graph, their tree digests being computed
+    on the digest pool from when this is made (:class:`~hetero.core.runtime.digest.TreeDigests`):
+    the compile driver makes it before it loads plugins, so the two overlap."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        arrays = sorted(graph.constants.items())
+        arrays += [(f"{node.name}.{attr}", value) for node in graph.nodes
+                   for attr, value in sorted(node.attrs.items()) if isinstance(value, np.ndarray)]
+        self.arrays = [(name, np.ascontiguousarray(array)) for name, array in arrays]
+        # Bytes of an extension dtype (bfloat16) are hashed as raw bytes.
+        self._digests = TreeDigests([a.reshape(-1).view(np.uint8) if a.size else b"" for _, a in self.arrays])
+
+    def feed(self, feed: Feed) -> None:
+        """Feed each array's name, dtype, shape and tree digest."""
+        for (name, array), digest in zip(self.arrays, self._digests.result()):
+            feed(f"{name}:{array.dtype.str}:{list(array.shape)}")
+            feed(digest)
+
+
+def _feed_graph(feed: Feed, graph: Graph, arrays: GraphArrays | None = None) -> None:
     """Everything of ``graph`` a compile reads: its text, node names and array bytes."""
+    if arrays is None or arrays.graph is not graph:
+        arrays = GraphArrays(graph)
     feed(str(graph))
     # Node names are not in the printed text, but backends name their kernels after them.
     feed("\n".join(node.name for node in graph.nodes))
-    arrays = sorted(graph.constants.items())
-    arrays += [(f"{node.name}.{attr}", value) for node in graph.nodes
-               for attr, value in sorted(node.attrs.items()) if isinstance(value, np.ndarray)]
-    contiguous = [np.ascontiguousarray(array) for _, array in arrays]
-    # Bytes of an extension dtype (bfloat16) are hashed as raw bytes.
-    digests = tree_digests([a.reshape(-1).view(np.uint8) if a.size else b"" for a in contiguous])
-    for (name, array), digest in zip(arrays, digests):
-        feed(f"{name}:{array.dtype.str}:{list(array.shape)}")
-        feed(digest)
+    arrays.feed(feed)
 
 
 def _options_json(options: Mapping[str, Any], what: str) -> str:

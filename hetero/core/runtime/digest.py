@@ -37,30 +37,46 @@ def _pool() -> ThreadPoolExecutor:
                               thread_name_prefix="hetero-digest")
 
 
+class TreeDigests:
+    """The tree digests of ``buffers`` (bytes-like, C-contiguous), being computed: the
+    chunks of all of them are handed to the pool when this is made, so the caller can do
+    other work (import plugins, say) while they are hashed; :meth:`result` waits.
+
+    The buffers must not change until :meth:`result` returns."""
+
+    def __init__(self, buffers: Sequence[Any]) -> None:
+        self._views = [memoryview(b).cast("B") for b in buffers]
+        self._leaves: list[list[bytes | None]] = [[None] * max(1, -(-len(v) // CHUNK)) for v in self._views]
+        self._tasks = []
+        for i, view in enumerate(self._views):
+            if len(view) <= _INLINE:
+                self._leaves[i][0] = hashlib.sha256(view).digest()
+                continue
+            for j in range(len(self._leaves[i])):
+                self._tasks.append((i, j, view[j * CHUNK:(j + 1) * CHUNK]))
+        self._done = _pool().map(lambda task: hashlib.sha256(task[2]).digest(), self._tasks) if self._tasks else ()
+        self._result: list[bytes] | None = None
+
+    def result(self) -> list[bytes]:
+        """The 32-byte digest of each buffer, in order."""
+        if self._result is None:
+            for (i, j, _), leaf in zip(self._tasks, self._done):
+                self._leaves[i][j] = leaf
+            digests = []
+            for view, row in zip(self._views, self._leaves):
+                root = hashlib.sha256(_LABEL)
+                root.update(struct.pack(">QQ", CHUNK, len(view)))
+                for leaf in row:
+                    root.update(leaf)  # type: ignore[arg-type]
+                digests.append(root.digest())
+            self._result = digests
+        return self._result
+
+
 def tree_digests(buffers: Sequence[Any]) -> list[bytes]:
     """The 32-byte tree digest of each of ``buffers`` (bytes-like, C-contiguous), all of
     their chunks hashed at once on the pool."""
-    views = [memoryview(b).cast("B") for b in buffers]
-    leaves: list[list[bytes | None]] = [[None] * max(1, -(-len(v) // CHUNK)) for v in views]
-    tasks = []
-    for i, view in enumerate(views):
-        if len(view) <= _INLINE:
-            leaves[i][0] = hashlib.sha256(view).digest()
-            continue
-        for j in range(len(leaves[i])):
-            tasks.append((i, j, view[j * CHUNK:(j + 1) * CHUNK]))
-    if tasks:
-        done = _pool().map(lambda task: hashlib.sha256(task[2]).digest(), tasks)
-        for (i, j, _), leaf in zip(tasks, done):
-            leaves[i][j] = leaf
-    digests = []
-    for view, row in zip(views, leaves):
-        root = hashlib.sha256(_LABEL)
-        root.update(struct.pack(">QQ", CHUNK, len(view)))
-        for leaf in row:
-            root.update(leaf)  # type: ignore[arg-type]
-        digests.append(root.digest())
-    return digests
+    return TreeDigests(buffers).result()
 
 
 def tree_digest(buffer: Any) -> bytes:
