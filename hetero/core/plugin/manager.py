@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+import functools
 import importlib
 import importlib.metadata as metadata
 import os
@@ -249,7 +250,7 @@ def discover(load: Loader[T]) -> Discovery[T]:
 
 def is_bundled(ep: metadata.EntryPoint) -> bool:
     """Whether ``ep`` is declared by the distribution that ships this core."""
-    return ep.dist is not None and _canonical(ep.dist.name or "") == _canonical(CORE_DISTRIBUTION)
+    return ep.dist is not None and _canonical(_described(ep.dist)[0]) == _canonical(CORE_DISTRIBUTION)
 
 
 def ordered_entry_points(entry_points: Sequence[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
@@ -265,7 +266,7 @@ def ordered_entry_points(entry_points: Sequence[metadata.EntryPoint]) -> list[me
         folders.setdefault(_folder(ep), len(folders))
 
     def key(ep: metadata.EntryPoint) -> tuple[bool, int, str, str]:
-        dist = _canonical(ep.dist.name or "") if ep.dist is not None else ""
+        dist = _canonical(_described(ep.dist)[0]) if ep.dist is not None else ""
         return (not is_bundled(ep), folders[_folder(ep)], dist, ep.name)
 
     return sorted(entry_points, key=key)
@@ -407,10 +408,20 @@ def _backend_name_clashes(
 
 def _record(ep: metadata.EntryPoint) -> PluginRecord:
     """The record of ``ep`` before it is loaded: where it comes from."""
-    dist = ep.dist
-    distribution = (dist.name if dist is not None else None) or "unknown distribution"
-    version = (dist.version if dist is not None else None) or "?"
+    name, version = _described(ep.dist) if ep.dist is not None else ("", "")
+    distribution = name or "unknown distribution"
+    version = version or "?"
     return PluginRecord(ep.name, ep.value, distribution, version, bundled=is_bundled(ep))
+
+
+@functools.lru_cache(maxsize=None)
+def _described(dist: metadata.Distribution) -> tuple[str, str]:
+    """``dist``'s name and version ("" where missing), read once: each read of
+    ``Distribution.name`` or ``.version`` parses its metadata file again."""
+    meta = dist.metadata
+    if meta is None:
+        return "", ""
+    return meta["Name"] or "", meta["Version"] or ""
 
 
 def _folder(ep: metadata.EntryPoint) -> str:
