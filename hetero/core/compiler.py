@@ -43,7 +43,7 @@ from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.target import Target, bind, route_options
 from hetero.core.quant.calibrate import Calibration
 from hetero.core.quant.flow import prepare_for_targets
-from hetero.core.runtime.cache import CACHE_ENV, CompileCache, GraphArrays, model_key, open_cache
+from hetero.core.runtime.cache import CACHE_ENV, CacheWarning, CompileCache, GraphArrays, model_key, open_cache
 from hetero.core.runtime.executable import (
     CompileFallback,
     Executable,
@@ -146,10 +146,20 @@ class Session:
         optimised by ``passes``, as JSON data for the model cache's key
         (:func:`~hetero.core.runtime.cache.model_key`): every target's backend, version,
         options (set or default) and the machine it compiles for, the fallback and the
-        partition settings."""
+        partition settings. A backend whose ``tuning_machine()`` raises is a
+        :class:`~hetero.errors.CacheError` naming it."""
+        targets = []
+        for t in self.targets:
+            try:
+                machine = t.backend.tuning_machine()
+            except Exception as exc:  # noqa: BLE001 - a plugin's failure costs the model cache only
+                raise CacheError(f"backend {t.name}: tuning_machine() raised {type(exc).__name__}: {exc}, so "
+                                 "the model cache cannot key the machine it compiles for; its parts are "
+                                 "still cached one by one") from None
+            targets.append({"backend": t.name, "version": t.version, "options": dict(t.options),
+                            "machine": machine})
         return {
-            "targets": [{"backend": t.name, "version": t.version, "options": dict(t.options),
-                         "machine": t.backend.tuning_machine()} for t in self.targets],
+            "targets": targets,
             "fallback": self.fallback, "policy": self.policy, "overrides": self.overrides,
             "strict": self.strict, "min_ratio": self.min_ratio,
             "passes": None if passes is None else list(passes),
@@ -451,9 +461,14 @@ def _model_key(session: Session, graph: Graph, passes: Sequence[str] | None,
     ``session``; None when a setting cannot be keyed (the part cache says which)."""
     with timing.phase("model cache key"):
         try:
-            return model_key(graph, session.settings(passes), arrays)
-        except CacheError:
+            settings = session.settings(passes)
+        except CacheError as exc:
+            warnings.warn(str(exc), CacheWarning, stacklevel=4)
             return None
+        try:
+            return model_key(graph, settings, arrays)
+        except CacheError:
+            return None  # an option that is not JSON: the part cache warns, naming it
 
 
 def _model_name(model: str | os.PathLike[str] | onnx.ModelProto) -> str:

@@ -194,6 +194,18 @@ def test_a_dump_skips_the_model_cache(tmp_path: Path) -> None:
     assert "model cache load" not in phases and (tmp_path / "d" / "graph.txt").exists()
 
 
+def test_a_backend_that_cannot_name_its_machine_skips_the_model_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("no cpuinfo")
+
+    monkeypatch.setattr(get_backend("llvm_cpu"), "tuning_machine", broken)
+    with pytest.warns(CacheWarning, match=r"backend llvm_cpu: tuning_machine\(\) raised RuntimeError: no cpuinfo"):
+        compile_recorded(conv_graph(), tmp_path)
+    assert not list(tmp_path.glob("*/*.model")) and len(list(tmp_path.glob("*/*.entry"))) == 1
+
+
 def test_usage_and_clear_count_model_entries(tmp_path: Path) -> None:
     compile_recorded(conv_graph(), tmp_path)
     cache = CompileCache(tmp_path)
