@@ -375,6 +375,8 @@ class CompileCache:
                            struct.pack(">Q", len(manifest)) + manifest + constants)
 
     def _read(self, key: str, suffix: str, magic: bytes, purpose: str) -> memoryview | None:
+        if not _KEY.match(key):
+            raise CacheError(f"compile cache key {key!r} is not a hex SHA-256; make it with cache_key()")
         if not self.check_folder():
             return None
         path = self.path(key, suffix)

@@ -178,6 +178,17 @@ def test_a_model_entry_moved_to_another_key_is_discarded(tmp_path: Path) -> None
     assert not is_model_hit(phases)
 
 
+def test_a_model_entry_naming_a_part_by_anything_but_a_key_is_discarded(tmp_path: Path) -> None:
+    compile_recorded(conv_graph(), tmp_path)
+    cache, key = CompileCache(tmp_path), model_entry(tmp_path).name.removesuffix(".model")
+    exe = cache.load_model(key)
+    assert exe is not None
+    cache.put_model(key, exe, ["../../elsewhere"])
+    with pytest.warns(CacheWarning, match=r"\.model discarded: its manifest cannot be used \(CacheError"):
+        _, phases = compile_recorded(conv_graph(), tmp_path)
+    assert not is_model_hit(phases)
+
+
 def test_an_entry_others_can_write_is_discarded(tmp_path: Path) -> None:
     compile_recorded(conv_graph(), tmp_path)
     path = model_entry(tmp_path)
