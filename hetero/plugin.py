@@ -30,9 +30,9 @@ guide, ``docs/plugin-guide.md``, walks through it).
   hierarchy (:class:`MemoryHierarchy`, :class:`MemoryLevel`), an op's reference
   semantics (:func:`run_reference`), the canonical op names (:func:`op_names`),
   deterministic artifact archives (:func:`write_zip`, :func:`npz_bytes` and the
-  bounded readers :func:`open_zip`, :func:`read_member`, :func:`read_npz`) and the errors a plugin raises
-  (:class:`PluginError`, :class:`CodegenError`, :class:`InputError`, with
-  :func:`did_you_mean` for their messages).
+  bounded readers :func:`open_zip`, :func:`read_member`, :func:`member_view`, :func:`read_npz`)
+  and the errors a plugin raises (:class:`PluginError`, :class:`CodegenError`,
+  :class:`InputError`, with :func:`did_you_mean` for their messages).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from hetero.core.plugin.support import (
     Check, any_of, attribute, chain, check, constant_inputs, dtypes, max_rank, ops,
 )
 from hetero.core.plugin.target import Declarations, Option, Target, bind
-from hetero.core.runtime.archive import npz_bytes, open_zip, read_member, read_npz, write_zip
+from hetero.core.runtime.archive import member_view, npz_bytes, open_zip, read_member, read_npz, write_zip
 from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, InputError, PluginError, did_you_mean
@@ -61,7 +61,7 @@ __all__ = [
     "CountsKernels", "Declarations", "Device", "DrawsTimeline", "Graph", "GraphBuilder", "InputError", "Match", "MemoryHierarchy", "MemoryLevel",
     "Node", "NumpyDevice", "OnDevice", "Op", "Option", "Pattern", "PluginError", "Profiles",
     "RecordsTimeline", "Reports", "RunsIntermediates", "Support", "Target", "TensorType", "Value", "Var", "any_of", "attribute", "bind",
-    "chain", "check", "constant_inputs", "did_you_mean", "device_of", "dtypes", "hookimpl", "max_rank", "npz_bytes", "op_names", "open_zip", "ops", "read_member", "read_npz",
+    "chain", "check", "constant_inputs", "did_you_mean", "device_of", "dtypes", "hookimpl", "max_rank", "member_view", "npz_bytes", "op_names", "open_zip", "ops", "read_member", "read_npz",
     "run_from_host", "run_reference", "transfer",
     "validate_backend", "write_zip",
 ]
