@@ -79,9 +79,20 @@ def engine_target_machine() -> llvm.TargetMachine:
 @functools.cache
 def _host_machine(level: int) -> llvm.TargetMachine:
     target = llvm.Target.from_triple(host_triple())
-    features = llvm.get_host_cpu_features().flatten()
-    return target.create_target_machine(cpu=host_cpu(), features=features, opt=level,
+    return target.create_target_machine(cpu=_host_cpu_name(), features=_host_feature_string(), opt=level,
                                         codemodel="jitdefault", jit=True)
+
+
+@functools.cache
+def _host_cpu_name() -> str:
+    return host_cpu()
+
+
+@functools.cache
+def _host_feature_string() -> str:
+    # Asked once: every loaded kernel's engine gets a target machine of its own, and
+    # LLVM's feature query took a third of making one.
+    return llvm.get_host_cpu_features().flatten()
 
 
 def target_machine(triple: str, cpu: str = "generic", features: str = "") -> llvm.TargetMachine:
