@@ -372,15 +372,14 @@ def compile_model(
     >>> outputs = exe.run({"data": x})                               # doctest: +SKIP
     >>> print(exe.report())                                          # doctest: +SKIP
     """
+    cached = cache is not None or bool(os.environ.get(CACHE_ENV))
+    arrays = _hash_early(model) if cached and dump is None and quantize is None else None
     if not targets:
         default = _choose_fallback(fallback, [], load_plugins())
         if default is None:
             raise OptionError("no targets given and no installed backend declares that it takes every op; "
                               "name the targets")
         targets = [default.name]
-    # A graph given whole is hashed for the model cache's key while the plugins load.
-    arrays = GraphArrays(model) if (isinstance(model, Graph) and dump is None and quantize is None
-                                    and (cache is not None or os.environ.get(CACHE_ENV))) else None
     session = Session(targets, fallback=fallback, policy=policy, overrides=overrides, strict=strict,
                       min_ratio=min_ratio, quantize=quantize, calibration_method=calibration_method,
                       cache=cache, options=options, records=records, records_any_machine=records_any_machine)
@@ -453,6 +452,17 @@ def _compile_model(
         with timing.phase("model cache store"):
             store.put_model(key, exe, keys)
     return exe
+
+
+def _hash_early(model: str | os.PathLike[str] | onnx.ModelProto | Graph) -> GraphArrays | None:
+    """A graph given whole, its arrays being hashed for the model cache's key while the
+    plugins load; None for a model still to import, or arrays that cannot be keyed."""
+    if not isinstance(model, Graph):
+        return None
+    try:
+        return GraphArrays(model)
+    except CacheError:
+        return None  # the part cache says why, when it meets the same arrays
 
 
 def _model_key(session: Session, graph: Graph, passes: Sequence[str] | None,

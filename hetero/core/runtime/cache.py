@@ -183,6 +183,10 @@ class GraphArrays:
         arrays = sorted(graph.constants.items())
         arrays += [(f"{node.name}.{attr}", value) for node in graph.nodes
                    for attr, value in sorted(node.attrs.items()) if isinstance(value, np.ndarray)]
+        for name, array in arrays:
+            if array.dtype.hasobject:
+                raise CacheError(f"constant {name} of graph {graph.name} holds Python objects ({array.dtype}), "
+                                 "which have no bytes to key on; compile it without a cache")
         self.arrays = [(name, np.ascontiguousarray(array)) for name, array in arrays]
         # Bytes of an extension dtype (bfloat16) are hashed as raw bytes.
         self._digests = TreeDigests([a.reshape(-1).view(np.uint8) if a.size else b"" for _, a in self.arrays])
