@@ -11,9 +11,10 @@ of every region's subgraph (through the compile cache) and the fallback of a reg
 whose backend fails. ``hetero.compile``, every CLI command, the conformance suite and
 the ONNX backend adapter go through it.
 
-``compile_model`` adds the import (ONNX path, ModelProto or Graph), the graph passes,
-and the executables that compile later: per input shape for dynamic dimensions, in
-stages for data-dependent shapes and control flow.
+``compile_model`` adds the import (ONNX path, ModelProto or Graph), the lookup of
+the whole model in the compile cache before any pass runs (and its store after a
+compile), the graph passes, and the executables that compile later: per input shape
+for dynamic dimensions, in stages for data-dependent shapes and control flow.
 
 Failure is contained (ARCHITECTURE.md rule 6): a node no target takes lands on the
 fallback, and a backend that raises while compiling a region has that region
@@ -233,9 +234,10 @@ class Session:
                           partition=json.loads(partition.to_json()),
                           partition_report=partition.report(), fallbacks=fallbacks)
 
-    def _recover(self, exc: Exception, target: Target, region: str, subgraph: Graph, partition: Partition,
-                 store: CompileCache | None, folder: Path | None,
-                 ) -> tuple[Target, tuple[CompiledPart, str | None], CompileFallback]:
+    def _recover(
+        self, exc: Exception, target: Target, region: str, subgraph: Graph, partition: Partition,
+        store: CompileCache | None, folder: Path | None,
+    ) -> tuple[Target, tuple[CompiledPart, str | None], CompileFallback]:
         """The fallback's compile of a region ``target`` failed on, or the error that says
         why there is none (strict, the region was the fallback's, an override pins it)."""
         error = f"{type(exc).__name__}: {exc}"
