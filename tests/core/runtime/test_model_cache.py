@@ -109,14 +109,21 @@ def test_a_change_to_what_the_key_holds_is_a_miss(
     assert len(list(tmp_path.glob("*/*.model"))) == 2
 
 
-def test_other_targets_are_a_miss(tmp_path: Path, site: Any) -> None:
+def test_other_targets_are_a_miss_and_several_parts_load_as_compiled(tmp_path: Path, site: Any) -> None:
     site.install("hetero-toy", "1.0", {"toy": plugin_source("toy_cpu")})
     site.load()
     compile_recorded(conv_graph(), tmp_path)
-    _, phases = compile_recorded(conv_graph(), tmp_path, targets=["toy_cpu", "llvm_cpu"])
+    # Relu on the toy, the convolution on llvm_cpu: two parts and the transfers between them.
+    split = {"targets": ["toy_cpu", "llvm_cpu"], "min_ratio": 0.0}
+    fresh, phases = compile_recorded(conv_graph(), tmp_path, **split)
     assert not is_model_hit(phases)
-    _, phases = compile_recorded(conv_graph(), tmp_path, targets=["toy_cpu", "llvm_cpu"])
+    assert [p.backend for p in fresh.placements] == ["llvm_cpu", "toy_cpu"]
+    cached, phases = compile_recorded(conv_graph(), tmp_path, **split)
     assert is_model_hit(phases)
+    assert [(p.backend, p.region) for p in cached.placements] == [(p.backend, p.region) for p in fresh.placements]
+    assert [(p.transfers_in, p.transfers_out) for p in cached.placements] == \
+        [(p.transfers_in, p.transfers_out) for p in fresh.placements]
+    np.testing.assert_array_equal(cached.run({"x": X})["relu"], fresh.run({"x": X})["relu"])
 
 
 def test_without_its_model_entry_a_compile_still_hits_the_part_entries(tmp_path: Path) -> None:
