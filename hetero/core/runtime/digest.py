@@ -37,7 +37,7 @@ def _pool() -> ThreadPoolExecutor:
                               thread_name_prefix="hetero-digest")
 
 
-# A forked child (llvm_cpu's compile workers, the tuner's measurements) has none of the
+# A forked child (a backend's compile workers, the tuner's measurements) has none of the
 # parent's pool threads: it makes a pool of its own if it hashes.
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_pool.cache_clear)
