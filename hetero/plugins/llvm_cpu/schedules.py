@@ -17,7 +17,7 @@ import math
 
 from hetero.core.ir.tir.expr import Call, Expr, Load, Var
 from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, PrimFunc, Store, stores_in_loops, walk
-from hetero.core.ir.tir.visit import exprs_of
+from hetero.core.ir.tir.visit import exprs_of, mentions
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names, find_block, node_at
@@ -96,14 +96,11 @@ def _work(func: PrimFunc, block_name: str) -> int:
 def _reads_contiguously(store: Store, var: Var) -> bool:
     """Whether every load under ``store`` reads neighbouring elements (or one element)
     for neighbouring values of ``var``."""
-    def uses(index: Expr) -> bool:
-        return any(x == var for x in exprs_of(index))
-
     for e in exprs_of(store.value):
         if isinstance(e, Load) and e.indices:
             last = affine(e.indices[-1])
-            if ((uses(e.indices[-1]) if last is None else last[0].get(var, 0) not in (0, 1))
-                    or any(uses(i) for i in e.indices[:-1])):
+            if ((mentions(e.indices[-1], var) if last is None else last[0].get(var, 0) not in (0, 1))
+                    or any(mentions(i, var) for i in e.indices[:-1])):
                 return False
     return True
 

@@ -72,9 +72,9 @@ from hetero.core.ir.tir.expr import (
     INDEX, Binary, Cast, Const, Expr, Load, Select, Var, binary, call, cast, const, ge, logical_and, lt,
     maximum, minimum, select,
 )
-from hetero.core.ir.tir.visit import exprs_of
 from hetero.core.ir.tir.functor import StmtExprMutator
 from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store
+from hetero.core.ir.tir.visit import mentions
 from hetero.core.lower.elementwise import compute_nd
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import block_names
@@ -303,8 +303,8 @@ def _dot4_axis(func: PrimFunc, block_name: str, read: _ShiftedRead) -> _Dot4Axis
     weight = read.weight[0]
     for loop in _loops(nest.update):
         r = loop.var
-        on_source = [d for d, p in enumerate(read.positions) if _mentions(p, r)]
-        on_weight = [d for d, i in enumerate(weight.indices) if _mentions(i, r)]
+        on_source = [d for d, p in enumerate(read.positions) if mentions(p, r)]
+        on_weight = [d for d, i in enumerate(weight.indices) if mentions(i, r)]
         if len(on_source) != 1 or len(on_weight) != 1:
             continue
         d = on_source[0]
@@ -312,10 +312,6 @@ def _dot4_axis(func: PrimFunc, block_name: str, read: _ShiftedRead) -> _Dot4Axis
                 and read.source.shape[d] == loop.extent == weight.buffer.shape[on_weight[0]]):
             return _Dot4Axis(r, loop.extent, d, on_weight[0])
     return None
-
-
-def _mentions(index: Expr, var: Var) -> bool:
-    return any(e == var for e in exprs_of(index))
 
 
 def _word(bytes_: list[Expr]) -> Expr:
@@ -352,8 +348,8 @@ def _rewrite_dot4(func: PrimFunc, block_name: str, read: _ShiftedRead, axis: _Do
     x_words = compute_nd(shape, lambda idx: steps(idx, axis.source_axis, lambda i: cast(
         _shifted_element(source, read, i, offset=True), _INT32)), f"{read.source.name}_words_{block_name}", _INT32)
     w_shape = tuple(words if d == axis.weight_axis else m for d, m in enumerate(weight.buffer.shape))
-    w_words = compute_nd(w_shape, lambda idx: steps(idx, axis.weight_axis, lambda i: binary("bit_and", 
-        cast(w[i], _INT32), const(0xFF, _INT32))), f"{weight.buffer.name}_words_{block_name}", _INT32)
+    w_words = compute_nd(w_shape, lambda idx: steps(idx, axis.weight_axis, lambda i: binary(
+        "bit_and", cast(w[i], _INT32), const(0xFF, _INT32))), f"{weight.buffer.name}_words_{block_name}", _INT32)
     x_stage, w_stage = lower("words", [source], [x_words]), lower("words", [w], [w_words])
     x_buffer, w_buffer = x_stage.params[-1], w_stage.params[-1]
     padded = tuple(p + b if b else p for p, (b, _) in zip(read.positions, read.pads))

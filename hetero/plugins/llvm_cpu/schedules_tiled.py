@@ -27,7 +27,7 @@ import numpy as np
 
 from hetero.core.ir.tir.expr import Binary, Call, Expr, Load, Var
 from hetero.core.ir.tir.stmt import For, IfThenElse, PrimFunc, Store, walk
-from hetero.core.ir.tir.visit import exprs_of
+from hetero.core.ir.tir.visit import exprs_of, mentions
 from hetero.core.schedule import BlockRef, LoopRef, Schedule
 from hetero.core.schedule.region import affine
 from hetero.core.schedule.tree import find_block, node_at
@@ -138,7 +138,7 @@ def _packable(reads: list[Load], var: Var) -> list[tuple[str, int]] | None:
     uses ``var`` any other way."""
     found: list[tuple[str, int]] = []
     for load in reads:
-        axes = [d for d, index in enumerate(load.indices) if any(e == var for e in exprs_of(index))]
+        axes = [d for d, index in enumerate(load.indices) if mentions(index, var)]
         if not axes:
             continue
         if len(axes) != 1 or affine(load.indices[axes[0]]) != ({var: 1}, 0):

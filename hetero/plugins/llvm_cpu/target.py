@@ -49,6 +49,7 @@ def host_triple() -> str:
     return llvm.get_process_triple()
 
 
+@functools.cache
 def host_cpu() -> str:
     """The host CPU's name as LLVM reports it ("znver4", "neoverse-v2", ...)."""
     _initialise()
@@ -79,13 +80,8 @@ def engine_target_machine() -> llvm.TargetMachine:
 @functools.cache
 def _host_machine(level: int) -> llvm.TargetMachine:
     target = llvm.Target.from_triple(host_triple())
-    return target.create_target_machine(cpu=_host_cpu_name(), features=_host_feature_string(), opt=level,
+    return target.create_target_machine(cpu=host_cpu(), features=_host_feature_string(), opt=level,
                                         codemodel="jitdefault", jit=True)
-
-
-@functools.cache
-def _host_cpu_name() -> str:
-    return host_cpu()
 
 
 @functools.cache

@@ -76,3 +76,8 @@ def exprs_of(expr: Expr) -> Iterator[Expr]:
 
     map_expr(expr, lambda e: collect(e))  # type: ignore[func-returns-value]
     return iter(found)
+
+
+def mentions(expr: Expr, var: Var) -> bool:
+    """Whether ``var`` occurs anywhere in ``expr``."""
+    return any(e == var for e in exprs_of(expr))
