@@ -26,7 +26,7 @@ import numpy as np
 import hetero
 from hetero.core.ir.builder import GraphBuilder
 from hetero.plugins.cuda.backend import detected_device
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.driver import probe
 
 
@@ -114,7 +114,7 @@ def main() -> int:
     if not found.ok:
         print(f"bench_cuda: {found.summary}", file=sys.stderr)
         return 2
-    spec = PRESETS[detected_device()]
+    spec = GPU_PRESETS[detected_device()]
     print(f"GPU: {found.name} ({found.arch}); declared as {spec.name}: {spec.peak_gflops:.0f} GFLOP/s float32 peak, "
           f"{spec.hbm_gbps:.0f} GB/s")
     print(f"{'case':<22} {'hetero ms':>10} {'torch ms':>9} {'ratio':>6} {'GFLOP/s':>8} {'GB/s':>7} {'of peak':>8}"

@@ -262,6 +262,22 @@ def open_cache(cache: str | os.PathLike[str] | None) -> CompileCache | None:
     return store
 
 
+def private_folder(name: str, folder: str | os.PathLike[str] | None = None) -> Path:
+    """A backend's own folder of native code built on this machine (a C compiler's
+    libraries, say): ``folder`` when given, else ``name`` under ``$HETERO_CACHE_DIR`` or
+    ``$XDG_CACHE_HOME/hetero`` (``~/.cache/hetero``). Made private (0700) and refused as
+    the compile cache refuses its own (:meth:`CompileCache.check_folder`): what is
+    loaded from it runs as this process."""
+    if folder is None:
+        root = os.environ.get(CACHE_ENV) or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "hetero")
+        folder = Path(root) / name
+    folder = Path(folder).expanduser()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    CompileCache(folder).check_folder()
+    return folder
+
+
 class _Unusable(Exception):
     """A model entry names a part entry that is gone or was discarded."""
 

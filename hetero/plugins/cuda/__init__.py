@@ -9,7 +9,7 @@ and the CUDA driver through ``cuda-bindings`` (:mod:`.driver`). Without a GPU it
 compiles and checks PTX; running needs one (or the ``cuda_emulate`` option).
 """
 
-from hetero.core.plugin import hookimpl
+from hetero.plugin import hookimpl
 
 
 @hookimpl

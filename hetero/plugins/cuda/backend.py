@@ -1,6 +1,6 @@
 """The cuda backend: graph regions compiled to PTX kernels for a declared NVIDIA GPU.
 
-It declares the GPU its ``cuda_device`` option names (:data:`~hetero.plugins.cuda.device.PRESETS`;
+It declares the GPU its ``cuda_device`` option names (:data:`~hetero.plugin.GPU_PRESETS`;
 by default the GPU this machine has, where it is one of them, else an H100): its memory
 hierarchy and peak throughput, so the partitioner plans for the device it compiles for.
 :meth:`CudaBackend.supports` takes a node when the op lowers to the tensor IR and the
@@ -22,18 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetero.core import progress
-from hetero.core.ir.graph import Graph, Node, index_checks
-from hetero.core.ir.opdef import op_names
-from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable, lower_node
-from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
-from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.plugin.backend import Backend, Support, roofline
-from hetero.core.plugin.target import Declarations, Option, Target
-from hetero.errors import HeteroError, OptionError, PluginError
+from hetero.plugin import (
+    Backend, Declarations, GPU_PRESETS, GpuSpec, Graph, HeteroError, Node, Option, OptionError, PluginError, Support,
+    Target, index_checks, op_names, progress, roofline,
+)
+from hetero.plugin.lower import VIEW_OPS, fuse_epilogues, is_lowerable, kernel_steps, lower_node, region_constants
+from hetero.plugin.tir import canonical_names
 from hetero.plugins.cuda.build import BuiltFunction, build_function
-from hetero.plugins.cuda.device import PRESETS, GpuSpec
 from hetero.plugins.cuda.driver import probe
 from hetero.plugins.cuda.part import CudaPart, Step, make_step
 from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
@@ -54,7 +49,7 @@ DEFAULT_DEVICE = "h100"
 #: The compile options cuda reads.
 OPTIONS = (
     Option("cuda_device", "the GPU to compile for (default: this machine's, where it is one of these, else "
-                          f"{DEFAULT_DEVICE})", types=(str,), choices=tuple(PRESETS)),
+                          f"{DEFAULT_DEVICE})", types=(str,), choices=tuple(GPU_PRESETS)),
     Option("cuda_threads_per_block", "threads per block of the default schedules (a multiple of 32)",
            default=THREADS_PER_BLOCK, types=(int,)),
     Option("cuda_emulate", "run the kernels' scheduled tensor IR in hetero's interpreter instead of on a GPU: "
@@ -76,7 +71,7 @@ def detected_device() -> str:
     """The preset of this machine's GPU, by its name (an "A100", "H100" or "H200"), else the default."""
     found = probe()
     if found.ok:
-        for name in PRESETS:
+        for name in GPU_PRESETS:
             if name in found.name.lower().replace(" ", ""):
                 return name
     return DEFAULT_DEVICE
@@ -91,7 +86,7 @@ class CudaBackend(Backend):
     options = OPTIONS
 
     def __init__(self) -> None:
-        spec = PRESETS[DEFAULT_DEVICE]
+        spec = GPU_PRESETS[DEFAULT_DEVICE]
         self.memory = spec.memory_hierarchy()
         self.peak_gflops = spec.peak_gflops
         self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op) and op not in SEQUENTIAL_OPS)
@@ -102,7 +97,7 @@ class CudaBackend(Backend):
 
     def declare(self, options: Mapping[str, Any]) -> Declarations:
         """The GPU ``cuda_device`` names; refuses a block size the GPU does not allow."""
-        spec = PRESETS[options["cuda_device"] or detected_device()]
+        spec = GPU_PRESETS[options["cuda_device"] or detected_device()]
         threads = options["cuda_threads_per_block"]
         if not 0 < threads <= spec.max_threads_per_block or threads % spec.warp_size:
             raise OptionError(f"cuda: cuda_threads_per_block must be a multiple of {spec.warp_size} up to "

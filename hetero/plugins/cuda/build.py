@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetero.core.codegen.stages import split_stages as core_split
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.core.schedule.trace import Trace
-from hetero.core.schedule.tree import block_names
-from hetero.errors import CodegenError
-from hetero.plugins.cuda.device import GpuSpec
+from hetero.plugin import CodegenError, GpuSpec
+from hetero.plugin.codegen import split_stages as core_split
+from hetero.plugin.schedule import Trace, block_names
+from hetero.plugin.tir import Buffer, PrimFunc
 from hetero.plugins.cuda.ptxas import PtxasReport, assemble, check_limits
 from hetero.plugins.cuda.render import RenderedKernel, render_ptx
 from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero.errors import DeviceUnavailableError, HeteroError
+from hetero.plugin import DeviceUnavailableError, HeteroError
 
 #: What to install for the runtime.
 INSTALL_HINT = "install hetero's cuda extra (pip install 'hetero[cuda]') for the CUDA driver bindings"

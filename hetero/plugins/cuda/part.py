@@ -30,15 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.types import as_dtype
-from hetero.core.ir.tir.interp import run_func
-from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
-from hetero.core.runtime.device import Device, NumpyDevice
-from hetero.errors import DamagedFileError
+from hetero.plugin import (
+    DamagedFileError, Device, GPU_PRESETS, GpuSpec, NumpyDevice, as_dtype, constants_member, open_zip,
+    read_constants, read_manifest, read_member, write_zip,
+)
+from hetero.plugin.tir import Buffer, PrimFunc, run_func
 from hetero.plugins.cuda.build import BuiltFunction
-from hetero.plugins.cuda.device import PRESETS, GpuSpec
 from hetero.plugins.cuda.driver import CudaDevice, LoadedKernel
 
 #: The GPU every non-emulated part runs on (it reaches the driver on first use).
@@ -241,7 +238,7 @@ class CudaPart:
                                       tuple((tuple(shape), str(dtype)) for shape, dtype in s["workspaces"])))
                 constants = read_constants(zf, source, manifest["constants"])
                 return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
-                           dict(manifest["aliases"]), PRESETS[manifest["device"]], emulate)
+                           dict(manifest["aliases"]), GPU_PRESETS[manifest["device"]], emulate)
             except (KeyError, IndexError, TypeError, ValueError, pickle.UnpicklingError) as exc:
                 raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
                                        f"({type(exc).__name__}: {exc}); recompile the model") from None

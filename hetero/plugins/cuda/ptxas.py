@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tempfile
 
-from hetero.errors import CodegenError
+from hetero.plugin import CodegenError
 from hetero.plugins.cuda.libdevice import wheel_dirs
 
 #: What to tell a user who has no ptxas.

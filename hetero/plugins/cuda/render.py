@@ -63,16 +63,14 @@ import sys
 from llvmlite import ir
 import numpy as np
 
-from hetero.core.codegen import ExprEmitter, StmtEmitter
-from hetero.core.ir.tir import Allocate, Buffer, For, ForKind, Load, PrimFunc, Stmt, verify_func, walk
-from hetero.core.ir.tir.buffer import flat_index
-from hetero.core.ir.tir.expr import INDEX, Binary, Cast, Const, Expr, Var, binary, cast, const, eq, logical_and
-from hetero.core.ir.tir.functor import StmtExprMutator
-from hetero.core.ir.tir.legalize import Native, legalize
-from hetero.core.ir.tir.stmt import Barrier, Evaluate, IfThenElse, Seq, Store
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule.tree import children
-from hetero.errors import CodegenError
+from hetero.plugin import CodegenError
+from hetero.plugin.codegen import ExprEmitter, StmtEmitter
+from hetero.plugin.schedule import children
+from hetero.plugin.tir import (
+    Allocate, Barrier, Binary, Buffer, Cast, Const, Evaluate, Expr, For, ForKind, INDEX, IfThenElse, Load, Native,
+    PrimFunc, Seq, Stmt, StmtExprMutator, Store, Var, binary, cast, const, eq, exprs_of, flat_index, legalize,
+    logical_and, verify_func, walk,
+)
 from hetero.plugins.cuda import libdevice
 
 #: NVPTX maps IEEE 754-2019 minimum/maximum (min.NaN/max.NaN, sm_80 and later).

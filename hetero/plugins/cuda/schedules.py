@@ -23,11 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 import math
 
-from hetero.core.ir.tir.stmt import Block, For, IterKind, PrimFunc, walk
-from hetero.core.schedule import LoopRef, Schedule
-from hetero.core.schedule.tree import block_names, find_block, node_at
-from hetero.errors import ScheduleError
-from hetero.plugins.cuda.device import GpuSpec
+from hetero.plugin import GpuSpec, ScheduleError
+from hetero.plugin.schedule import LoopRef, Schedule, block_names, find_block, node_at
+from hetero.plugin.tir import Block, For, IterKind, PrimFunc, walk
 from hetero.plugins.cuda.render import vector_accesses
 
 #: Threads a block runs by default: eight warps, a common sweet spot for memory-bound kernels.

@@ -50,13 +50,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Binary, Expr, Load, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.tree import find_block, node_at
-from hetero.plugins.cuda.device import GpuSpec
+from hetero.plugin import GpuSpec
+from hetero.plugin.schedule import BlockRef, LoopRef, Schedule, find_block, node_at
+from hetero.plugin.tir import (
+    Allocate, Binary, Block, Buffer, Expr, For, Load, PrimFunc, Seq, Stmt, Store, Var, exprs_of,
+)
 
 #: Threads a tiled block runs at most: 16 x 16, each with a 4 x 4 register tile (64 x 64 outputs).
 THREADS = 256

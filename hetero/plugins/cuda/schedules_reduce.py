@@ -38,11 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 
-from hetero.core.ir.tir.stmt import Block, For, IterKind
-from hetero.core.schedule import LoopRef, Schedule
-from hetero.core.schedule.rfactor import find_accumulation
-from hetero.core.schedule.tree import find_block, node_at
-from hetero.plugins.cuda.device import GpuSpec
+from hetero.plugin import GpuSpec
+from hetero.plugin.schedule import LoopRef, Schedule, find_accumulation, find_block, node_at
+from hetero.plugin.tir import Block, For, IterKind
 from hetero.plugins.cuda.schedules import BLOCKS_PER_SM, THREADS_PER_BLOCK
 
 #: The fewest terms a reduction folds before its output element gets a block of threads:

@@ -8,7 +8,7 @@ its project export (:mod:`.backend`) and its compiled parts (:mod:`.part`). No s
 tool runs here: C simulation and estimates are the checks.
 """
 
-from hetero.core.plugin import hookimpl
+from hetero.plugin import hookimpl
 
 
 @hookimpl

@@ -38,18 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core import progress
-from hetero.core.ir.graph import Graph, Node, index_checks
-from hetero.core.ir.opdef import op_names
-from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.ir.tir.stmt import PrimFunc
-from hetero.core.lower import is_lowerable, lower_node
-from hetero.core.lower.steps import VIEW_OPS, kernel_steps, region_constants
-from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.plugin.backend import Backend, Support, roofline
-from hetero.core.plugin.target import Declarations, Option, Target
-from hetero.core.runtime.reference import run_reference
-from hetero.errors import HeteroError, PluginError
+from hetero.plugin import (
+    Backend, Declarations, Graph, HeteroError, Node, Option, PluginError, Support, Target, index_checks, op_names,
+    progress, roofline, run_reference,
+)
+from hetero.plugin.lower import VIEW_OPS, fuse_epilogues, is_lowerable, kernel_steps, lower_node, region_constants
+from hetero.plugin.tir import PrimFunc, canonical_names
 from hetero.plugins.fpga_hls.csim import compile_kernel, find_gxx
 from hetero.plugins.fpga_hls.device import DEFAULT_PART, PRESETS, FpgaPart
 from hetero.plugins.fpga_hls.emit import HlsKernel, emit_hls

@@ -10,7 +10,7 @@ the source, in ``$HETERO_CACHE_DIR/fpga_hls_csim`` when that is set, else
 ``$XDG_CACHE_HOME/hetero/fpga_hls_csim`` (``~/.cache/hetero/fpga_hls_csim``), so a
 kernel is compiled once per distinct source on this machine. The folder is made
 private (0700) and refused, as the compile cache refuses its own
-(:meth:`hetero.core.runtime.cache.CompileCache.check_folder`), when another user owns
+(:func:`hetero.plugin.private_folder`), when another user owns
 it or others can write it: what is loaded from it runs as this process. A library is
 written to a temporary name and moved into place, so a concurrent reader sees the
 whole file or none.
@@ -39,8 +39,7 @@ import tempfile
 
 import numpy as np
 
-from hetero.core.runtime.cache import CACHE_ENV, CompileCache
-from hetero.errors import CodegenError, InputError
+from hetero.plugin import CodegenError, InputError, private_folder
 from hetero.plugins.fpga_hls.emit import HlsKernel
 from hetero.plugins.fpga_hls.fixed import ap_types_dir
 
@@ -64,15 +63,6 @@ def find_gxx() -> str | None:
 def _gxx_version(gxx: str) -> str:
     done = subprocess.run([gxx, "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip()
-
-
-def cache_folder() -> Path:
-    """Where compiled kernels are kept (see the module's docstring)."""
-    root = os.environ.get(CACHE_ENV)
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "hetero")
-    return Path(root).expanduser() / "fpga_hls_csim"
 
 
 @dataclass(frozen=True)
@@ -140,9 +130,7 @@ def compile_kernel(kernel: HlsKernel, flags: Sequence[str] = (), cache: Path | N
             raise CodegenError(f"kernel {kernel.top}: {exc}") from None
     all_flags = (*GXX_FLAGS, *flags)
     digest = hashlib.sha256("\0".join((_gxx_version(gxx), *all_flags, kernel.source)).encode()).hexdigest()
-    folder = cache or cache_folder()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    CompileCache(folder).check_folder()
+    folder = private_folder("fpga_hls_csim", cache)
     library = folder / f"{kernel.top}-{digest[:32]}.so"
     if not library.is_file():
         _build(gxx, kernel, all_flags, folder, library)

@@ -33,9 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetero.core.ir.tir.registry import register_scope
-from hetero.core.memory.hierarchy import MemoryHierarchy, MemoryLevel
-from hetero.errors import OptionError, did_you_mean
+from hetero.plugin import MemoryHierarchy, MemoryLevel, OptionError, did_you_mean
+from hetero.plugin.tir import register_scope
 
 GIB = 1024 ** 3
 #: Bits of one BRAM_18K block.

@@ -57,15 +57,12 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.codegen.c_expr import C_INCLUDES, CExprPrinter, c_type
-from hetero.core.codegen.stages import split_stages
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Binary, Call, Cast, Const, Expr, Load, Select
-from hetero.core.ir.tir.functor import StmtExprVisitor, StmtFunctor
-from hetero.core.ir.tir.legalize import Native, legalize
-from hetero.core.ir.tir.stmt import Allocate, For, ForKind, PrimFunc, Store, walk
-from hetero.core.ir.tir.verify import verify_func
-from hetero.errors import CodegenError
+from hetero.plugin import CodegenError
+from hetero.plugin.codegen import C_INCLUDES, CExprPrinter, c_type, split_stages
+from hetero.plugin.tir import (
+    Allocate, Binary, Buffer, Call, Cast, Const, Expr, For, ForKind, Load, Native, PrimFunc, Select, StmtExprVisitor,
+    StmtFunctor, Store, legalize, verify_func, walk,
+)
 from hetero.plugins.fpga_hls.fixed import FixedFormat, KernelFormats, integer_bits
 
 #: The function attribute that asks for ``#pragma HLS DATAFLOW`` over its top-level stages.

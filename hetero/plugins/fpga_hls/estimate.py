@@ -63,16 +63,12 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir.buffer import Buffer, Partition
-from hetero.core.ir.tir.expr import (
-    BOOL, INDEX, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var,
+from hetero.plugin import PluginError
+from hetero.plugin.schedule import Schedule
+from hetero.plugin.tir import (
+    Allocate, BOOL, Barrier, Binary, Block, Buffer, Call, Cast, Compare, Const, Evaluate, Expr, For, ForKind, INDEX,
+    IfThenElse, Load, Logical, Not, Partition, PrimFunc, Select, Seq, Stmt, Store, Var, exprs_of, walk,
 )
-from hetero.core.ir.tir.stmt import (
-    Allocate, Barrier, Block, Evaluate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, walk,
-)
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule import Schedule
-from hetero.errors import PluginError
 from hetero.plugins.fpga_hls.device import BRAM_18K_BITS, RAM_PORTS, URAM_BITS, FpgaPart, get_part
 
 #: ``local`` arrays of at most this many elements are registers (HLS's threshold for small arrays).

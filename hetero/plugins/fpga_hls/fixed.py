@@ -59,10 +59,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.stmt import Allocate, PrimFunc, walk
-from hetero.errors import CodegenError, OptionError
+from hetero.plugin import CodegenError, Graph, OptionError
+from hetero.plugin.tir import Allocate, Buffer, PrimFunc, walk
 
 #: How to get the ap_types headers.
 INSTALL_HINT = ("fixed point needs the ap_types headers (ap_fixed.h), which come with hls4ml: "
@@ -276,7 +274,7 @@ def calibration_sample(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
 def calibration_values(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Every value of ``graph`` (inputs, constants, intermediates, outputs) by name when
     its reference runs on :func:`calibration_sample`."""
-    from hetero.core.runtime.reference import run_reference
+    from hetero.plugin import run_reference
 
     inputs = calibration_sample(graph, seed)
     values = run_reference(graph, inputs, keep=True)

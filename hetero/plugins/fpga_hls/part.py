@@ -26,13 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.graph import saved_index_check
-from hetero.core.ir.opdef import index_problem
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.types import as_dtype
-from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
-from hetero.core.runtime.device import NumpyDevice
-from hetero.errors import DamagedFileError, InputError
+from hetero.plugin import (
+    DamagedFileError, InputError, NumpyDevice, as_dtype, constants_member, index_problem, open_zip, read_constants,
+    read_manifest, read_member, saved_index_check, write_zip,
+)
+from hetero.plugin.tir import Buffer
 from hetero.plugins.fpga_hls.csim import CsimKernel, compile_kernel
 from hetero.plugins.fpga_hls.device import PRESETS, FpgaPart
 from hetero.plugins.fpga_hls.emit import HlsKernel

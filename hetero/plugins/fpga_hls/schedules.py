@@ -46,13 +46,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 
-from hetero.core.ir.tir.buffer import Buffer, Partition
-from hetero.core.ir.tir.expr import Expr, Load, Var
-from hetero.core.ir.tir.stmt import Block, For, ForKind, IfThenElse, IterKind, PrimFunc, Stmt, Store, walk
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.tree import block_names, find_block, node_at, owned_loops
-from hetero.errors import ScheduleError
+from hetero.plugin import ScheduleError
+from hetero.plugin.schedule import BlockRef, LoopRef, Schedule, block_names, find_block, node_at, owned_loops
+from hetero.plugin.tir import (
+    Block, Buffer, Expr, For, ForKind, IfThenElse, IterKind, Load, Partition, PrimFunc, Stmt, Store, Var, exprs_of,
+    walk,
+)
 from hetero.plugins.fpga_hls.device import FpgaPart, get_part
 from hetero.plugins.fpga_hls.estimate import buffer_estimate, estimate
 

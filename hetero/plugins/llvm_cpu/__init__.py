@@ -12,7 +12,7 @@ from hetero.plugins.llvm_cpu.target import (
     target_machine,
 )
 
-from hetero.core.plugin import hookimpl  # noqa: E402
+from hetero.plugin import hookimpl
 
 
 @hookimpl

@@ -15,22 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core import progress, timing
-from hetero.core.ir.graph import Graph, Node, index_checks
-from hetero.core.ir.opdef import op_names
-from hetero.core.ir.tir import PrimFunc
-from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.lower import is_lowerable
-from hetero.core.lower.steps import VIEW_OPS, KernelStep, kernel_steps
-from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.errors import OptionError
-from hetero.core.passes.fuse import fuse_epilogues
-from hetero.core.passes.layout import block_layout, pads_groups
-from hetero.core.plugin.backend import Backend, Support
-from hetero.core.plugin.target import Declarations, Option, Target
-from hetero.core.schedule import Trace
-from hetero.core.schedule.tune.records import TUNED_OPTION
-from hetero.core.schedule.tune.task import TuningTask
+from hetero.plugin import (
+    Backend, Declarations, Graph, MemoryHierarchy, MemoryLevel, Node, Option, OptionError, Support, Target,
+    block_layout, index_checks, op_names, pads_groups, progress, timing,
+)
+from hetero.plugin.lower import VIEW_OPS, KernelStep, fuse_epilogues, is_lowerable, kernel_steps
+from hetero.plugin.schedule import TUNED_OPTION, Trace, TuningTask
+from hetero.plugin.tir import PrimFunc, canonical_names
 from hetero.plugins.llvm_cpu import tuning, tuning_features
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers

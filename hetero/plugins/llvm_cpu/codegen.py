@@ -29,12 +29,11 @@ import re
 
 from llvmlite import ir
 
-from hetero.core.codegen import I1, I64, StmtEmitter, declare
-from hetero.core.codegen.stages import split_stages
-from hetero.core.ir.tir import Binary, Block, Buffer, For, ForKind, Load, PrimFunc, Stmt, Store, verify_func, walk
-from hetero.core.ir.tir.legalize import legalize
-from hetero.core.ir.tir.stmt import Barrier, Evaluate
-from hetero.errors import CodegenError
+from hetero.plugin import CodegenError
+from hetero.plugin.codegen import I1, I64, StmtEmitter, declare, split_stages
+from hetero.plugin.tir import (
+    Barrier, Binary, Block, Buffer, Evaluate, For, ForKind, Load, PrimFunc, Stmt, Store, legalize, verify_func, walk,
+)
 from hetero.plugins.llvm_cpu.dot4 import host_vnni
 from hetero.plugins.llvm_cpu.exprs import CPU_NATIVE, CpuExprEmitter
 

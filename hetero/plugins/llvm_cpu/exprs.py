@@ -15,9 +15,8 @@ from __future__ import annotations
 from llvmlite import ir
 import numpy as np
 
-from hetero.core.codegen import ExprEmitter
-from hetero.core.ir.tir import Call
-from hetero.core.ir.tir.legalize import Native
+from hetero.plugin.codegen import ExprEmitter
+from hetero.plugin.tir import Call, Native
 from hetero.plugins.llvm_cpu import vecmath
 from hetero.plugins.llvm_cpu.dot4 import dot4_function
 

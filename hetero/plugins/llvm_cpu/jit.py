@@ -32,9 +32,8 @@ import threading
 
 import llvmlite.binding as llvm
 
-from hetero.core import timing
-from hetero.core.ir.tir import Buffer, PrimFunc
-from hetero.errors import CodegenError, OptionError
+from hetero.plugin import CodegenError, OptionError, timing
+from hetero.plugin.tir import Buffer, PrimFunc
 from hetero.plugins.llvm_cpu.codegen import Entry, render
 from hetero.plugins.llvm_cpu.target import (
     engine_target_machine, host_target_machine, module_text, optimise_text, unrolls,

@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.tir import Buffer, PrimFunc, Store, walk
-from hetero.core.ir.types import as_dtype
-from hetero.core.schedule import Trace
-from hetero.errors import CodegenError, InputError
+from hetero.plugin import CodegenError, InputError, as_dtype
+from hetero.plugin.schedule import Trace
+from hetero.plugin.tir import Buffer, PrimFunc, Store, walk
 from hetero.plugins.llvm_cpu.codegen import Entry
 from hetero.plugins.llvm_cpu.jit import JitModule, jit_compile, load_object
 from hetero.plugins.llvm_cpu.runtime import MAX_CHUNKS, Launch, native_pool

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt
-from hetero.core.schedule.tree import find_block, node_at
+from hetero.plugin.schedule import find_block, node_at
+from hetero.plugin.tir import Allocate, Block, For, PrimFunc, Seq, Stmt
 
 
 @dataclass(frozen=True)

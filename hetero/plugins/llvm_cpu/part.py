@@ -23,12 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.graph import saved_index_check
-from hetero.core.ir.opdef import index_problem
-from hetero.core.memory import MemoryPlan, StepUse, analyze_step_liveness, plan_arena
-from hetero.core.runtime.archive import constants_member, open_zip, read_constants, read_manifest, read_member, write_zip
-from hetero.core.runtime.device import HOST
-from hetero.errors import CodegenError, DamagedFileError, InputError
+from hetero.plugin import (
+    CodegenError, DamagedFileError, HOST, InputError, MemoryPlan, StepUse, analyze_step_liveness, constants_member,
+    index_problem, open_zip, plan_arena, read_constants, read_manifest, read_member, saved_index_check, write_zip,
+)
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
 from hetero.plugins.llvm_cpu.program import ALIGNMENT, Program, workspace_layout
 from hetero.plugins.llvm_cpu.runtime import native_pool

@@ -28,12 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.ir.tir.expr import Load
-from hetero.core.ir.tir.stmt import Allocate, Block, IfThenElse, PrimFunc, Seq, Stmt, Store, seq, walk
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule.tree import unique_name
+from hetero.plugin.schedule import unique_name
+from hetero.plugin.tir import (
+    Allocate, Block, Buffer, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, canonical_names, exprs_of, seq, walk,
+)
 from hetero.plugins.llvm_cpu.jit import RUNS_ONCE
 from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule

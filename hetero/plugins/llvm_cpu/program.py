@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.opdef import index_problem
-from hetero.errors import InputError
+from hetero.plugin import InputError, index_problem
 from hetero.plugins.llvm_cpu.runtime import NativePool
 
 #: Base index of absolute addresses (constants), the run's arena and its workspace region;

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import math
 
-from hetero.core.ir.tir.expr import Call, Expr, Load, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, PrimFunc, Store, stores_in_loops, walk
-from hetero.core.ir.tir.visit import exprs_of, mentions
-from hetero.core.schedule import LoopRef, Schedule
-from hetero.core.schedule.region import affine
-from hetero.core.schedule.tree import block_names, find_block, node_at
-from hetero.errors import ScheduleError
+from hetero.plugin import ScheduleError
+from hetero.plugin.schedule import LoopRef, Schedule, affine, block_names, find_block, node_at
+from hetero.plugin.tir import (
+    Allocate, Block, Call, Expr, For, ForKind, Load, PrimFunc, Store, Var, exprs_of, mentions, stores_in_loops, walk,
+)
 from hetero.plugins.llvm_cpu.exprs import is_scalar_call
 from hetero.plugins.llvm_cpu.schedules_blocked import plan_blocked, schedule_blocked
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows

@@ -20,11 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.expr import Binary, Const, Load, Var
-from hetero.core.ir.tir.stmt import For, PrimFunc, Store
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.region import affine
+from hetero.plugin.schedule import BlockRef, LoopRef, Schedule, affine
+from hetero.plugin.tir import Binary, Const, For, Load, PrimFunc, Store, Var, exprs_of
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 from hetero.plugins.llvm_cpu.schedules_tiled import parallelize_outer

@@ -66,18 +66,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.compute import Tensor, compute, lower, placeholder, reduce_axis, sum_
-from hetero.core.ir.tir.expr import (
-    INDEX, Binary, Cast, Const, Expr, Load, Select, Var, binary, call, cast, const, ge, logical_and, lt,
-    maximum, minimum, select,
+from hetero.plugin.lower import compute_nd
+from hetero.plugin.schedule import affine, block_names
+from hetero.plugin.tir import (
+    Allocate, Binary, Block, Buffer, Cast, Const, Expr, For, INDEX, Load, PrimFunc, Select, Seq, Stmt,
+    StmtExprMutator, Store, Tensor, Var, binary, call, cast, compute, const, ge, logical_and, lower, lt, maximum,
+    mentions, minimum, placeholder, reduce_axis, select, sum_,
 )
-from hetero.core.ir.tir.functor import StmtExprMutator
-from hetero.core.ir.tir.stmt import Allocate, Block, For, PrimFunc, Seq, Stmt, Store
-from hetero.core.ir.tir.visit import mentions
-from hetero.core.lower.elementwise import compute_nd
-from hetero.core.schedule.region import affine
-from hetero.core.schedule.tree import block_names
 from hetero.plugins.llvm_cpu.dot4 import has_vnni
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 from hetero.plugins.llvm_cpu.target import host_features

@@ -25,12 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.tir.expr import Binary, Call, Expr, Load, Var
-from hetero.core.ir.tir.stmt import For, IfThenElse, PrimFunc, Store, walk
-from hetero.core.ir.tir.visit import exprs_of, mentions
-from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.region import affine
-from hetero.core.schedule.tree import find_block, node_at
+from hetero.plugin.schedule import BlockRef, LoopRef, Schedule, affine, find_block, node_at
+from hetero.plugin.tir import Binary, Call, Expr, For, IfThenElse, Load, PrimFunc, Store, Var, exprs_of, mentions, walk
 from hetero.plugins.llvm_cpu.host import HostCpu, host
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetero.core.ir.tir.expr import Load, Select, Var
-from hetero.core.ir.tir.stmt import For, PrimFunc, Stmt, Store, walk
-from hetero.core.ir.tir.visit import exprs_of
-from hetero.core.schedule import BlockRef, LoopRef, Schedule
-from hetero.core.schedule.region import affine
+from hetero.plugin.schedule import BlockRef, LoopRef, Schedule, affine
+from hetero.plugin.tir import For, Load, PrimFunc, Select, Stmt, Store, Var, exprs_of, walk
 from hetero.plugins.llvm_cpu.nests import reduction_nest
 from hetero.plugins.llvm_cpu.schedules_tiled import TILE
 

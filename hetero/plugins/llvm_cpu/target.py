@@ -18,8 +18,8 @@ import functools
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from hetero.core.ir.tir import Block, IterKind, PrimFunc, walk
-from hetero.errors import CodegenError
+from hetero.plugin import CodegenError
+from hetero.plugin.tir import Block, IterKind, PrimFunc, walk
 from hetero.plugins.llvm_cpu.codegen import render
 from hetero.plugins.llvm_cpu.dot4 import SCALAR
 

@@ -25,21 +25,16 @@ import time
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph
-from hetero.core.ir.tir import PrimFunc
-from hetero.core.ir.tir.canon import canonical_names
-from hetero.core.ir.tir.expr import Binary
-from hetero.core.ir.tir.stmt import Allocate, Store, stores_in_loops, walk
-from hetero.core.lower.steps import VIEW_OPS, kernel_steps
-from hetero.core.schedule import Trace
-from hetero.errors import ScheduleError
+from hetero.plugin import Graph, ScheduleError
+from hetero.plugin.lower import VIEW_OPS, kernel_steps
+from hetero.plugin.schedule import Trace, TuningTask, merge_tasks
+from hetero.plugin.tir import Allocate, Binary, PrimFunc, Store, canonical_names, stores_in_loops, walk
 from hetero.plugins.llvm_cpu.host import HostCpu, host
 from hetero.plugins.llvm_cpu.jit import structural_key
 from hetero.plugins.llvm_cpu.kernel import compile_kernel
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.schedules_int8 import shift_windows
-from hetero.core.schedule.tune.task import TuningTask, merge_tasks
 
 
 @dataclass(frozen=True)

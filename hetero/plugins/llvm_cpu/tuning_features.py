@@ -26,13 +26,11 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from hetero.core.ir.tir import PrimFunc
-from hetero.core.ir.tir.buffer import Buffer
-from hetero.core.ir.tir.expr import Binary, Cast, Const, Expr, Load, Var
-from hetero.core.ir.tir.stmt import Allocate, Block, For, ForKind, IfThenElse, IterKind, Seq, Stmt, Store
-from hetero.core.schedule import Trace
-from hetero.core.schedule.tune.space import REJECTIONS
-from hetero.core.schedule.tune.task import TuningTask
+from hetero.plugin.schedule import REJECTIONS, Trace, TuningTask
+from hetero.plugin.tir import (
+    Allocate, Binary, Block, Buffer, Cast, Const, Expr, For, ForKind, IfThenElse, IterKind, Load, PrimFunc, Seq,
+    Stmt, Store, Var,
+)
 from hetero.plugins.llvm_cpu import tuning
 from hetero.plugins.llvm_cpu.host import HostCpu, host
 

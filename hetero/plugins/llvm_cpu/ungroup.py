@@ -24,9 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.passes.pattern import Const, Match, Op, Opt, Var
-from hetero.core.passes.rewrite import Rule, rewrite
+from hetero.plugin import Const, Graph, Match, Node, Op, Opt, Rule, Value, Var, rewrite
 
 #: Fewest input and output channels per group for which splitting pays. Measured at
 #: 1 thread on 27x27 3x3 convolutions: 8 per group runs 3-4x faster split (G = 2, 8

@@ -13,7 +13,7 @@ the ``hetero.backends`` entry point like any third-party plugin; ``tuning`` make
 convolution's tiling tunable by ``hetero tune``, measured in simulated cycles.
 """
 
-from hetero.core.plugin import hookimpl
+from hetero.plugin import hookimpl
 
 
 @hookimpl

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import fields
 
-from hetero.errors import SimulationError
+from hetero.plugin import SimulationError
 from hetero.plugins.npu_sim.isa import _ENUMS, BY_MNEMONIC, Instr
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(x))?\}")

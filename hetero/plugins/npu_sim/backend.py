@@ -20,14 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph, Node
-from hetero.core.plugin.backend import Backend, Support
-from hetero.core.plugin.target import Declarations, Option, Target
-from hetero.core.runtime.device import NumpyDevice
-from hetero.core.schedule import Trace
-from hetero.core.schedule.tune.records import TUNED_OPTION
-from hetero.core.schedule.tune.task import TuningTask
-from hetero.errors import PluginError
+from hetero.plugin import Backend, Declarations, Graph, Node, NumpyDevice, Option, PluginError, Support, Target
+from hetero.plugin.schedule import TUNED_OPTION, Trace, TuningTask
 from hetero.plugins.npu_sim import tuning
 from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc

@@ -21,8 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from hetero.core.memory.hierarchy import MemoryHierarchy, MemoryLevel
-from hetero.errors import PluginError, did_you_mean
+from hetero.plugin import MemoryHierarchy, MemoryLevel, PluginError, did_you_mean
 
 KIB = 1024
 

@@ -33,7 +33,7 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from hetero.errors import SimulationError
+from hetero.plugin import SimulationError
 from hetero.plugins.npu_sim.asm import format_instr
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.isa import (

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import fields
 
-from hetero.errors import SimulationError
+from hetero.plugin import SimulationError
 from hetero.plugins.npu_sim.isa import _ENUMS, BY_OPCODE, Instr
 
 MAGIC = b"NPUI"

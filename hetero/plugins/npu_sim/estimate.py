@@ -29,8 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from hetero.core.ir.graph import Graph, Node
-from hetero.errors import PluginError
+from hetero.plugin import Graph, Node, PluginError
 from hetero.plugins.npu_sim.compiler import layout
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder, row_major
 from hetero.plugins.npu_sim.compiler.conv_plan import plan_cost, window_extent

@@ -28,7 +28,7 @@ import enum
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
-from hetero.errors import SimulationError
+from hetero.plugin import SimulationError
 
 #: A 4-D shape, stride or padding: the DMA boxes are always four-dimensional.
 Dims = tuple[int, int, int, int]

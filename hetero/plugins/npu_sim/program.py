@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.errors import SimulationError
+from hetero.plugin import SimulationError
 from hetero.plugins.npu_sim.asm import format_program
 from hetero.plugins.npu_sim.encoding import decode, encode
 from hetero.plugins.npu_sim.isa import Halt, Instr

@@ -27,8 +27,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hetero.core.ir.graph import Node
-from hetero.core.memory.hierarchy import format_bytes
+from hetero.plugin import Node, format_bytes
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import SimStats
 from hetero.plugins.npu_sim.isa import Buf, Engine, Gemm, Instr, Load, Store

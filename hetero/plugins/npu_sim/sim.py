@@ -22,9 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core import progress
-from hetero.core.ir.ops.fixed_point import MAX_SHIFT, rounding_shift
-from hetero.errors import InputError, SimulationError
+from hetero.plugin import MAX_SHIFT, InputError, SimulationError, progress, rounding_shift
 from hetero.plugins.npu_sim.asm import format_instr
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import Access, SimStats, Timing

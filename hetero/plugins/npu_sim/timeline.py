@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from hetero.core.memory.hierarchy import format_bytes
+from hetero.plugin import format_bytes
 from hetero.plugins.npu_sim.cycles import TimelineEntry
 from hetero.plugins.npu_sim.isa import Engine
 from hetero.plugins.npu_sim.report import UNTAGGED, NpuReport

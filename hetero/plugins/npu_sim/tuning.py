@@ -31,12 +31,8 @@ import math
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph
-from hetero.core.partition.subgraph import extract_subgraph
-from hetero.core.schedule import Trace
-from hetero.core.schedule.trace import BlockRef, Instruction
-from hetero.core.schedule.tune.task import TuningTask, merge_tasks
-from hetero.errors import PluginError, ScheduleError
+from hetero.plugin import Graph, PluginError, ScheduleError, extract_subgraph
+from hetero.plugin.schedule import BlockRef, Instruction, Trace, TuningTask, merge_tasks
 from hetero.plugins.npu_sim.compiler import EMITTERS, layout
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder
 from hetero.plugins.npu_sim.compiler.conv_plan import (

@@ -30,7 +30,7 @@ from hetero.core.plugin.target import bind
 from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, OptionError
 from hetero.plugins.cuda import backend as cuda_backend
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.driver import NoCudaDeviceError, probe
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 
@@ -185,8 +185,8 @@ def test_compile_dump_writes_every_stage_of_every_kernel(tmp_path: Path) -> None
 
 def test_a_kernel_over_the_declared_limits_is_refused_at_compile_time_and_the_report_says_why(monkeypatch) -> None:
     # A GPU declared with 16 registers a thread: every conv kernel ptxas makes needs more.
-    tight = replace(PRESETS["a100"], max_registers_per_thread=16)
-    monkeypatch.setitem(PRESETS, "a100", tight)
+    tight = replace(GPU_PRESETS["a100"], max_registers_per_thread=16)
+    monkeypatch.setitem(GPU_PRESETS, "a100", tight)
     graph = _small_net()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

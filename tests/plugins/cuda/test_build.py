@@ -20,7 +20,7 @@ from hetero.core.ir.tir.stmt import seq
 from hetero.core.lower import lower_node
 from hetero.errors import CodegenError
 from hetero.plugins.cuda.build import build_function, build_kernel, split_stages
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 
 pytestmark = pytest.mark.skipif(find_ptxas() is None, reason=INSTALL_HINT)
@@ -44,7 +44,7 @@ def _lowered(op: str, shape: tuple[int, ...], dtype: str = "float32", **attrs: o
 @pytest.mark.parametrize("op, shape, attrs", CASES, ids=[c[0] for c in CASES])
 def test_each_single_stage_op_assembles_for_the_device_within_its_limits(
         device: str, op: str, shape: tuple[int, ...], attrs: dict[str, object]) -> None:
-    spec = PRESETS[device]
+    spec = GPU_PRESETS[device]
     built = build_kernel(_lowered(op, shape, **attrs), spec)
     assert built.report.arch == spec.arch and f".target {spec.arch}" in built.kernel.ptx
     assert 0 < built.report.registers <= spec.max_registers_per_thread
@@ -55,7 +55,7 @@ def test_each_single_stage_op_assembles_for_the_device_within_its_limits(
 
 
 def test_a_float16_op_assembles_too() -> None:
-    built = build_kernel(_lowered("Relu", (4, 64), "float16"), PRESETS["h100"])
+    built = build_kernel(_lowered("Relu", (4, 64), "float16"), GPU_PRESETS["h100"])
     assert built.report.registers > 0 and ".b16" in built.kernel.ptx
 
 
@@ -63,7 +63,7 @@ def test_a_function_of_several_stages_is_refused_by_build_kernel_by_name() -> No
     relu, neg = _lowered("Relu", (4, 4)), _lowered("Neg", (4, 4))
     both = replace(relu, name="two", params=relu.params + neg.params[1:], body=seq(relu.body, neg.body))
     with pytest.raises(CodegenError, match=r"func two has 2 stages \(relu, neg\).*build_function"):
-        build_kernel(both, PRESETS["a100"])
+        build_kernel(both, GPU_PRESETS["a100"])
 
 
 @pytest.mark.parametrize("op, shape, attrs", [
@@ -83,7 +83,7 @@ def test_a_function_of_several_stages_is_one_kernel_per_stage_with_shared_worksp
     b.output(out if not isinstance(out, tuple) else out[0])
     graph = b.build()
     func = lower_node(graph.node("n"))
-    built = build_function(func, PRESETS["a100"])
+    built = build_function(func, GPU_PRESETS["a100"])
     stages, workspaces = split_stages(func)
     assert len(built.kernels) == len(stages) > 1 and built.workspaces == workspaces
     assert all(k.report.arch == "sm_80" for k in built.kernels)
@@ -99,6 +99,6 @@ def test_a_function_of_several_stages_is_one_kernel_per_stage_with_shared_worksp
 
 
 def test_a_kernel_over_the_devices_register_limit_is_refused_at_compile_time() -> None:
-    strict = replace(PRESETS["a100"], max_registers_per_thread=2)
+    strict = replace(GPU_PRESETS["a100"], max_registers_per_thread=2)
     with pytest.raises(CodegenError, match=r"registers per thread, over the limit of 2"):
         build_kernel(_lowered("Erf", (256,)), strict)

@@ -18,7 +18,7 @@ from hetero.core.ir.tir.expr import as_expr, eq
 from hetero.core.ir.tir.stmt import Evaluate, walk
 from hetero.core.lower import lower_node
 from hetero.errors import CodegenError
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, assemble, find_ptxas
 from hetero.plugins.cuda.render import emit_ptx_in_child, render_ptx
 from hetero.plugins.cuda.schedules import default_schedule
@@ -58,7 +58,7 @@ def lowered_add() -> tuple[PrimFunc, PrimFunc]:
     g = GraphBuilder("g")
     g.output(g.Add(g.input("x", (5, 70)), g.input("y", (5, 70)), name="n"))
     func = lower_node(g.build().node("n"))
-    return func, default_schedule(func, PRESETS["a100"]).func
+    return func, default_schedule(func, GPU_PRESETS["a100"]).func
 
 
 def _bound_extents(func: PrimFunc) -> dict[str, int]:

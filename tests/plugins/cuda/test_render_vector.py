@@ -28,7 +28,7 @@ from hetero.core.ir.tir import Allocate, Barrier, Buffer, For, ForKind, PrimFunc
 from hetero.core.ir.tir.expr import Binary, Cast, Const, Expr, cast, maximum
 from hetero.core.ir.tir.stmt import walk
 from hetero.core.lower import lower_node
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, assemble, find_ptxas
 from hetero.plugins.cuda.render import RenderedKernel, lanes, render_ptx, vector_accesses
 from hetero.plugins.cuda.schedules import VECTOR_LANES, default_schedule
@@ -122,7 +122,7 @@ def _same_meaning(func: PrimFunc, scheduled: PrimFunc) -> None:
 @needs_ptxas
 def test_the_default_schedule_gives_a_relu_vector_loads_and_stores() -> None:
     func = _lowered("Relu", (1, 64, 56, 56))
-    scheduled = default_schedule(func, PRESETS["a100"]).func
+    scheduled = default_schedule(func, GPU_PRESETS["a100"]).func
     (loop,) = _vector_loops(scheduled)
     assert loop.extent == VECTOR_LANES and vector_accesses(loop)
     kernel = render_ptx(scheduled)
@@ -140,7 +140,7 @@ def test_the_default_schedule_gives_a_relu_vector_loads_and_stores() -> None:
 ], ids=["relu", "row broadcast", "middle broadcast"])
 def test_vectorised_elementwise_schedules_keep_their_meaning(op: str, shapes: list[tuple[int, ...]]) -> None:
     func = _lowered(op, *shapes)
-    scheduled = default_schedule(func, PRESETS["a100"]).func
+    scheduled = default_schedule(func, GPU_PRESETS["a100"]).func
     assert [s.extent for s in _vector_loops(scheduled)] == [VECTOR_LANES]
     _same_meaning(func, scheduled)
 
@@ -148,7 +148,7 @@ def test_vectorised_elementwise_schedules_keep_their_meaning(op: str, shapes: li
 @needs_ptxas
 def test_a_guarded_vector_loop_hoists_its_guard_and_stays_vector() -> None:
     func = _lowered("Add", (5, 68), (68,))  # 85 groups of 4 on 96 threads: a guard
-    kernel = render_ptx(default_schedule(func, PRESETS["a100"]).func)
+    kernel = render_ptx(default_schedule(func, GPU_PRESETS["a100"]).func)
     assert kernel.launch.block == (96, 1, 1)
     assert len(V_LOAD.findall(kernel.ptx)) == 2 and len(V_STORE.findall(kernel.ptx)) == 1
     _assembles(kernel)
@@ -163,7 +163,7 @@ def test_a_guarded_vector_loop_hoists_its_guard_and_stays_vector() -> None:
 ], ids=["ragged", "row of 70", "transpose", "float64", "small"])
 def test_stages_that_would_not_gain_stay_scalar(op: str, shapes: list[tuple[int, ...]], dtype: str) -> None:
     func = _lowered(op, *shapes, dtype=dtype)
-    scheduled = default_schedule(func, PRESETS["a100"]).func
+    scheduled = default_schedule(func, GPU_PRESETS["a100"]).func
     assert not _vector_loops(scheduled)
 
 
@@ -223,9 +223,9 @@ def test_shared_memory_lanes_move_as_vectors_between_barriers() -> None:
 @needs_ptxas
 def test_the_tiled_matmul_unrolls_its_k_steps() -> None:
     func = _lowered("MatMul", (1024, 1024), (1024, 1024))
-    tiling = choose_tiling(1024, 1024, 1024, 1, PRESETS["a100"])
+    tiling = choose_tiling(1024, 1024, 1024, 1, GPU_PRESETS["a100"])
     assert tiling is not None
-    kernel = render_ptx(default_schedule(func, PRESETS["a100"]).func)
+    kernel = render_ptx(default_schedule(func, GPU_PRESETS["a100"]).func)
     assert "llvm.loop.unroll.full" in kernel.llvm_ir
     # Every multiply-add of a K step's register tile, for each of the BK steps, written out:
     assert kernel.ptx.count("fma.rn.f32") == tiling.bk * tiling.tm * tiling.tn
@@ -235,7 +235,7 @@ def test_the_tiled_matmul_unrolls_its_k_steps() -> None:
 
 
 def test_a_vectorised_stage_past_the_grid_keeps_its_grid_stride_loop() -> None:
-    tiny = replace(PRESETS["a100"], sms=1)  # at most 32 blocks in the grid
+    tiny = replace(GPU_PRESETS["a100"], sms=1)  # at most 32 blocks in the grid
     func = _lowered("Neg", (5, 1600))
     sch = default_schedule(func, tiny, threads_per_block=32)
     assert [i.kind for i in sch.trace.instructions] == ["fuse", "split", "vectorize", "split", "bind", "bind"]

@@ -15,7 +15,7 @@ from hetero.core.ir.tir.stmt import For, ForKind, walk
 from hetero.core.ir.tir.verify import verify_func
 from hetero.core.lower import lower_node
 from hetero.errors import ScheduleError
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.schedules import default_schedule
 
 
@@ -42,12 +42,12 @@ def _same_meaning(func, scheduled, shape: tuple[int, ...]) -> None:  # noqa: ANN
 
 
 def test_presets_declare_the_two_gpu_classes() -> None:
-    assert {name: spec.arch for name, spec in PRESETS.items()} == {"a100": "sm_80", "h100": "sm_90", "h200": "sm_90"}
-    h200 = PRESETS["h200"].memory_hierarchy()
+    assert {name: spec.arch for name, spec in GPU_PRESETS.items()} == {"a100": "sm_80", "h100": "sm_90", "h200": "sm_90"}
+    h200 = GPU_PRESETS["h200"].memory_hierarchy()
     assert [level.name for level in h200.levels] == ["HBM", "L2", "SMEM", "REG"]
     assert [level.scope for level in h200.levels] == ["global", "global", "shared", "local"]
     assert h200.levels[0].capacity_bytes == 141 * 2**30 and h200.levels[2].capacity_bytes == 227 * 2**10
-    assert PRESETS["a100"].peak_gflops == 19_500.0
+    assert GPU_PRESETS["a100"].peak_gflops == 19_500.0
 
 
 @pytest.mark.parametrize("op, shape, attrs", [
@@ -59,7 +59,7 @@ def test_presets_declare_the_two_gpu_classes() -> None:
 def test_outputs_are_bound_to_blocks_and_threads_and_keep_their_meaning(op: str, shape: tuple[int, ...],
                                                                         attrs: dict[str, object]) -> None:
     _, func = _lowered(op, shape, **attrs)
-    scheduled = default_schedule(func, PRESETS["a100"]).func
+    scheduled = default_schedule(func, GPU_PRESETS["a100"]).func
     verify_func(scheduled)
     bound = _bound(scheduled)
     assert set(bound) == {"blockIdx.x", "threadIdx.x"}
@@ -68,7 +68,7 @@ def test_outputs_are_bound_to_blocks_and_threads_and_keep_their_meaning(op: str,
 
 
 def test_a_large_output_keeps_a_grid_stride_loop_around_a_bounded_grid() -> None:
-    tiny = replace(PRESETS["a100"], sms=1)  # at most 32 blocks in the grid
+    tiny = replace(GPU_PRESETS["a100"], sms=1)  # at most 32 blocks in the grid
     _, func = _lowered("Neg", (5, 401))
     sch = default_schedule(func, tiny, threads_per_block=32)
     bound = _bound(sch.func)
@@ -82,13 +82,13 @@ def test_a_large_output_keeps_a_grid_stride_loop_around_a_bounded_grid() -> None
 
 def test_the_trace_replays_to_the_same_schedule() -> None:
     _, func = _lowered("Relu", (64, 64))
-    sch = default_schedule(func, PRESETS["h100"])
+    sch = default_schedule(func, GPU_PRESETS["h100"])
     assert sch.trace.apply(func) == sch.func
 
 
 def test_block_sizes_the_device_does_not_allow_are_refused() -> None:
     _, func = _lowered("Relu", (4, 6))
     with pytest.raises(ScheduleError, match="multiple of 32 up to 1024, got 48"):
-        default_schedule(func, PRESETS["a100"], threads_per_block=48)
+        default_schedule(func, GPU_PRESETS["a100"], threads_per_block=48)
     with pytest.raises(ScheduleError, match="got 2048"):
-        default_schedule(func, PRESETS["a100"], threads_per_block=2048)
+        default_schedule(func, GPU_PRESETS["a100"], threads_per_block=2048)

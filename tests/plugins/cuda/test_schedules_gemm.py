@@ -32,7 +32,7 @@ from hetero.core.lower import lower_group, lower_node
 from hetero.core.schedule import Schedule
 from hetero.core.schedule.tree import block_names
 from hetero.plugins.cuda.build import build_kernel
-from hetero.plugins.cuda.device import PRESETS, GpuSpec
+from hetero.plugin import GPU_PRESETS, GpuSpec
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, PtxasReport, assemble, check_limits, find_ptxas
 from hetero.plugins.cuda.render import render_ptx
 from hetero.plugins.cuda.schedules import default_schedule
@@ -40,7 +40,7 @@ from hetero.plugins.cuda.schedules_gemm import GemmTiling, _matrix_view, choose_
 
 #: One multiprocessor: the grid need not fill a device, so small products get the full
 #: 64 x 64 tile of 16 x 16 threads with 4 x 4 registers each.
-ONE_SM = replace(PRESETS["a100"], sms=1)
+ONE_SM = replace(GPU_PRESETS["a100"], sms=1)
 
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason=INSTALL_HINT)
 
@@ -105,13 +105,13 @@ def _assembled(func: PrimFunc, spec: GpuSpec) -> PtxasReport:
 MEANING = [
     pytest.param(_matmul((64, 24), (24, 64)), ONE_SM, id="64x64 tile, K=24 in two steps"),
     pytest.param(_matmul((37, 29), (29, 53)), ONE_SM, id="37x29x53 ragged in one tile"),
-    pytest.param(_matmul((37, 29), (29, 53)), PRESETS["a100"], id="37x29x53 ragged over many blocks"),
-    pytest.param(_gemm(1, 64, 1000, alpha=0.5, beta=2.0), PRESETS["h200"], id="1x64x1000 Gemm transB bias"),
+    pytest.param(_matmul((37, 29), (29, 53)), GPU_PRESETS["a100"], id="37x29x53 ragged over many blocks"),
+    pytest.param(_gemm(1, 64, 1000, alpha=0.5, beta=2.0), GPU_PRESETS["h200"], id="1x64x1000 Gemm transB bias"),
     pytest.param(_matmul((2, 32, 48), (2, 48, 16)), ONE_SM, id="batched 2x32x48x16"),
-    pytest.param(_matmul((2, 8, 16), (16, 24)), PRESETS["h100"], id="batched A, broadcast B"),
+    pytest.param(_matmul((2, 8, 16), (16, 24)), GPU_PRESETS["h100"], id="batched A, broadcast B"),
     pytest.param(_matmul((2, 3, 8, 16), (1, 3, 16, 8)), ONE_SM, id="two batch dimensions, one broadcast"),
     pytest.param(_conv((2, 3, 6, 6), (8, 3, 3, 3), pads=[1, 1, 1, 1]), ONE_SM, id="conv 3x3 padded"),
-    pytest.param(_conv((1, 4, 7, 7), (6, 4, 3, 3), strides=[2, 2]), PRESETS["a100"], id="conv strided"),
+    pytest.param(_conv((1, 4, 7, 7), (6, 4, 3, 3), strides=[2, 2]), GPU_PRESETS["a100"], id="conv strided"),
 ]
 
 
@@ -163,7 +163,7 @@ def test_the_trace_replays_to_the_staged_kernel(func: PrimFunc, spec: GpuSpec) -
                                   _conv((1, 16, 14, 14), (32, 16, 3, 3), pads=[1, 1, 1, 1])],
                          ids=["1024^3", "Gemm 1x512x1000", "conv"])
 def test_the_replayed_kernel_assembles_with_its_tiles_in_shared_memory(func: PrimFunc) -> None:
-    spec = PRESETS["h200"]
+    spec = GPU_PRESETS["h200"]
     sch = _tiled(func, spec)
     kernel = render_ptx(sch.trace.apply(func), arch=spec.arch)
     report = assemble(kernel.ptx, spec.arch, kernel.name)
@@ -188,12 +188,12 @@ def _sizes(func: PrimFunc) -> tuple[int, int, int, int]:
 def test_other_stages_are_left_to_the_default_binding(func: PrimFunc) -> None:
     sch = Schedule(func)
     assert plan_gemm(func, "n") is None
-    assert not schedule_gemm(sch, "n", PRESETS["a100"])
+    assert not schedule_gemm(sch, "n", GPU_PRESETS["a100"])
     assert sch.func == func and len(sch.trace) == 0
 
 
 def test_tiles_adapt_to_the_problem_and_the_device() -> None:
-    h200 = PRESETS["h200"]
+    h200 = GPU_PRESETS["h200"]
     assert choose_tiling(1024, 1024, 1024, 1, h200) == GemmTiling(tm=4, tn=4, ty=16, tx=16, bk=16)
     one_row = choose_tiling(1, 1000, 512, 1, h200)
     assert one_row is not None and one_row.ty == 1 and one_row.bm == 1  # no wasted rows for batch 1
@@ -216,7 +216,7 @@ def test_tiles_adapt_to_the_problem_and_the_device() -> None:
     _conv((1, 16, 14, 14), (32, 16, 3, 3), pads=[1, 1, 1, 1]),
 ], ids=["1024^3", "64^3", "37x29x53", "Gemm 1x512x1000", "batched", "conv"])
 def test_tiled_kernels_assemble_with_shared_tiles_and_no_spills(func: PrimFunc, device: str) -> None:
-    spec = PRESETS[device]
+    spec = GPU_PRESETS[device]
     report = _assembled(func, spec)
     assert report.arch == spec.arch and report.shared_bytes > 0
     assert report.spill_stores_bytes == report.spill_loads_bytes == report.local_bytes == 0
@@ -226,10 +226,10 @@ def test_tiled_kernels_assemble_with_shared_tiles_and_no_spills(func: PrimFunc, 
 @needs_ptxas
 def test_the_default_schedule_tiles_products_and_build_kernel_assembles_them() -> None:
     func = _gemm(1, 512, 1000)
-    assert "tile_accumulator" in [i.kind for i in default_schedule(func, PRESETS["h100"]).trace.instructions]
-    built = build_kernel(func, PRESETS["h100"])
+    assert "tile_accumulator" in [i.kind for i in default_schedule(func, GPU_PRESETS["h100"]).trace.instructions]
+    built = build_kernel(func, GPU_PRESETS["h100"])
     assert built.kernel.shared_bytes > 0 and built.report.spill_stores_bytes == 0
-    relu = default_schedule(_lowered("Relu", (4, 6)), PRESETS["h100"])
+    relu = default_schedule(_lowered("Relu", (4, 6)), GPU_PRESETS["h100"])
     assert "tile_accumulator" not in [i.kind for i in relu.trace.instructions]
 
 

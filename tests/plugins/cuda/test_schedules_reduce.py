@@ -21,7 +21,7 @@ from hetero.core.ir.tir.verify import verify_func
 from hetero.core.lower import lower_node
 from hetero.core.schedule import Trace
 from hetero.plugins.cuda.build import build_function, build_kernel, split_stages
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 from hetero.plugins.cuda.schedules import default_schedule
 from hetero.plugins.cuda.schedules_reduce import MIN_REDUCTION, cross_thread_reduction, plan_reduction
@@ -75,7 +75,7 @@ REDUCE_CASES = [
 def test_a_long_reduction_is_folded_by_a_block_through_a_shared_tree_and_keeps_its_meaning(
         op: str, shape: tuple[int, ...], attrs: dict[str, object]) -> None:
     _, func = _lowered(op, shape, **attrs)
-    spec = PRESETS["a100"]
+    spec = GPU_PRESETS["a100"]
     sch = default_schedule(func, spec)
     verify_func(sch.func)
     axes = tuple(attrs["axes"])  # type: ignore[arg-type]
@@ -105,7 +105,7 @@ def test_a_short_reduction_groups_output_elements_in_a_block_along_threadIdx_y()
     # 150 outputs of 100 terms on a device of 2 SMs: 32 lanes an element, 8 elements a
     # block (the last block half empty: its lanes are guarded off).
     _, func = _lowered("ReduceSum", (3, 50, 100), axes=[2], keepdims=0)
-    spec = replace(PRESETS["a100"], sms=2)
+    spec = replace(GPU_PRESETS["a100"], sms=2)
     sch = default_schedule(func, spec)
     assert _bound(sch.func) == {"blockIdx.x": 19, "threadIdx.y": 8, "threadIdx.x": 32}
     [shared] = _shared(sch.func)
@@ -116,7 +116,7 @@ def test_a_short_reduction_groups_output_elements_in_a_block_along_threadIdx_y()
 
 
 def test_past_the_block_limit_a_grid_stride_loop_runs_around_the_grid() -> None:
-    tiny = replace(PRESETS["a100"], sms=1)  # at most 32 blocks
+    tiny = replace(GPU_PRESETS["a100"], sms=1)  # at most 32 blocks
     _, func = _lowered("ReduceMax", (40, 64), axes=[1], keepdims=0)
     sch = Schedule(func)
     assert cross_thread_reduction(sch, "n", tiny, threads_per_block=32)
@@ -129,7 +129,7 @@ def test_past_the_block_limit_a_grid_stride_loop_runs_around_the_grid() -> None:
 
 
 def test_short_reductions_and_outputs_that_fill_the_device_keep_the_default_schedule() -> None:
-    spec = PRESETS["a100"]
+    spec = GPU_PRESETS["a100"]
     _, short = _lowered("ReduceSum", (64, MIN_REDUCTION - 1), axes=[1])
     assert not cross_thread_reduction(Schedule(short), "n", spec)
     sch = default_schedule(short, spec)
@@ -143,14 +143,14 @@ def test_short_reductions_and_outputs_that_fill_the_device_keep_the_default_sche
 
 def test_the_trace_replays_from_json_to_the_same_schedule() -> None:
     _, func = _lowered("ReduceSum", (4, 5000), axes=[1])
-    sch = default_schedule(func, PRESETS["h200"])
+    sch = default_schedule(func, GPU_PRESETS["h200"])
     assert Trace.from_json(sch.trace.to_json()).apply(func) == sch.func
 
 
 @needs_ptxas
 @pytest.mark.parametrize("device", ["a100", "h200"])
 def test_a_reduction_kernel_assembles_with_shared_memory_and_barriers(device: str) -> None:
-    spec = PRESETS[device]
+    spec = GPU_PRESETS[device]
     _, func = _lowered("ReduceSum", (4, 5000), axes=[1])
     built = build_kernel(func, spec)
     plan = plan_reduction(4, 5000, spec)
@@ -181,7 +181,7 @@ def _multi_stage(op: str, shape: tuple[int, ...]) -> tuple[object, PrimFunc]:
                                        ("LogSoftmax", (2, 2000))])
 def test_softmax_and_layer_norm_stages_reduce_in_shared_memory_and_match_stage_by_stage(
         device: str, op: str, shape: tuple[int, ...]) -> None:
-    spec = PRESETS[device]
+    spec = GPU_PRESETS[device]
     graph, func = _multi_stage(op, shape)
     built = build_function(func, spec)
     stages, _ = split_stages(func)

@@ -13,7 +13,7 @@ from hetero.core.ir import GraphBuilder
 from hetero.core.lower import lower_node
 from hetero.plugins.cuda import libdevice, ptxas
 from hetero.plugins.cuda.build import build_kernel
-from hetero.plugins.cuda.device import PRESETS
+from hetero.plugin import GPU_PRESETS
 
 WHEELS = libdevice.wheel_dirs()
 pytestmark = pytest.mark.skipif(
@@ -39,6 +39,6 @@ def test_ptxas_and_libdevice_come_from_the_wheels(wheels_only: None) -> None:
 def test_a_libdevice_kernel_builds_with_the_wheels_alone(wheels_only: None) -> None:
     b = GraphBuilder("g")
     b.output(b.Tanh(b.input("x", (4096,)), name="tanh"))
-    built = build_kernel(lower_node(b.build().node("tanh")), PRESETS["h200"])
+    built = build_kernel(lower_node(b.build().node("tanh")), GPU_PRESETS["h200"])
     assert built.report.arch == "sm_90" and built.report.registers > 0
     assert len(built.kernel.ptx) < 64_000  # libdevice linked, internalised and inlined, not copied whole

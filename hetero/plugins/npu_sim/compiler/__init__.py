@@ -26,8 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hetero.core.ir.graph import Graph, Node, Value
-from hetero.errors import PluginError
+from hetero.plugin import Graph, Node, PluginError, Value
 from hetero.plugins.npu_sim.compiler.builder import NHWC, Loc, ProgramBuilder, row_major
 from hetero.plugins.npu_sim.compiler.conv import emit_qconv, emit_qmatmul
 from hetero.plugins.npu_sim.compiler.conv_plan import Tiling

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hetero.core.ir.graph import Value
+from hetero.plugin import Value
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.isa import (
     Buf,

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetero.core.ir.graph import Node
-from hetero.errors import PluginError
+from hetero.plugin import Node, PluginError
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder
 from hetero.plugins.npu_sim.compiler.conv_plan import (
     ConvShape,

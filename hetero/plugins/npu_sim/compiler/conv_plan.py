@@ -32,8 +32,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 
-from hetero.core.ir.graph import Node
-from hetero.errors import PluginError
+from hetero.plugin import Node, PluginError
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder
 from hetero.plugins.npu_sim.config import NpuConfig
 from hetero.plugins.npu_sim.cycles import dma_runs

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from hetero.core.ir.graph import Node
+from hetero.plugin import Node
 from hetero.plugins.npu_sim.compiler.builder import Loc, ProgramBuilder, box_tiles
 from hetero.plugins.npu_sim.isa import Buf, Copy
 

@@ -23,8 +23,7 @@ import math
 
 import numpy as np
 
-from hetero.core.ir.graph import Node
-from hetero.errors import PluginError
+from hetero.plugin import Node, PluginError
 from hetero.plugins.npu_sim.compiler.builder import ProgramBuilder, box_tiles
 from hetero.plugins.npu_sim.compiler.conv_plan import (
     chunks,

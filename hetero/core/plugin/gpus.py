@@ -1,15 +1,15 @@
-"""The GPUs the cuda backend declares: memory hierarchy, limits and throughput per preset.
+"""GPUs as a GPU backend declares them: memory hierarchy, limits and throughput per preset.
 
 A :class:`GpuSpec` is the one description of a device that the partitioner (through
 :meth:`GpuSpec.memory_hierarchy` and ``peak_gflops``), the default schedules (threads
 per block, warp size) and the compile-time limit checks (registers per thread, shared
-memory per block) all read. :data:`PRESETS` name the two classes issue 14 asks for:
+memory per block) all read. :data:`GPU_PRESETS` name the two classes issue 14 asks for:
 the A100 (sm_80) and the H100 and H200 (sm_90). Figures are NVIDIA's published ones
 (the A100 and H100 SXM data sheets and the CUDA C++ Programming Guide's table of
 compute capabilities); the partitioner needs their order of magnitude, the limit
 checks their exact values.
 
-    >>> spec = PRESETS["h200"]
+    >>> spec = GPU_PRESETS["h200"]
     >>> spec.arch, spec.memory_hierarchy().summary()
     ('sm_90', 'HBM 141 GiB > L2 50 MiB > SMEM 227 KiB > REG 1020 B')
 """
@@ -63,7 +63,7 @@ class GpuSpec:
         """The fraction of a multiprocessor's thread slots a kernel fills: its blocks per SM are
         bounded by threads, registers (allocated per warp, in units of 256) and shared memory.
 
-            >>> PRESETS["a100"].occupancy(256, 32, 0), PRESETS["a100"].occupancy(256, 128, 0)
+            >>> GPU_PRESETS["a100"].occupancy(256, 32, 0), GPU_PRESETS["a100"].occupancy(256, 128, 0)
             (1.0, 0.25)
         """
         warps = math.ceil(threads_per_block / self.warp_size)
@@ -91,8 +91,8 @@ class GpuSpec:
         ))
 
 
-#: The devices the backend knows, by the name its ``cuda_device`` option takes.
-PRESETS: dict[str, GpuSpec] = {
+#: The GPUs a backend may declare, by name (the cuda backend's ``cuda_device`` option takes these).
+GPU_PRESETS: dict[str, GpuSpec] = {
     "a100": GpuSpec("a100", "sm_80", sms=108, clock_ghz=1.41, hbm_bytes=80 * GIB, hbm_gbps=2039.0,
                     l2_bytes=40 * MIB, l2_gbps=5120.0, shared_per_block=163 * KIB, shared_per_sm=164 * KIB,
                     fp32_tflops=19.5),
