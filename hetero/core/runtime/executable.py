@@ -104,9 +104,9 @@ class Interface:
         return cls([(v.name, v.shape, v.dtype.name) for v in graph.inputs],
                    [(v.name, v.shape, v.dtype.name) for v in graph.outputs])
 
-    def as_graph(self) -> Graph:
-        """A graph with only this interface, for checking inputs."""
-        g = Graph("interface")
+    def as_graph(self, name: str = "interface") -> Graph:
+        """A graph named ``name`` with only this interface, for checking inputs."""
+        g = Graph(name)
         for name, shape, dtype in self.inputs:
             g.add_input(name, shape, dtype)
         return g
@@ -149,7 +149,7 @@ class Executable:
         """
         graph = self._interface_graph
         if graph is None or self._interface_of is not self.interface:
-            graph = self._interface_graph = self.interface.as_graph()
+            graph = self._interface_graph = self.interface.as_graph(self.name)
             self._interface_of = self.interface
         host: dict[str, Any] = dict(self.constants)
         for (name, _, _), array in zip(self.interface.inputs, check_inputs(graph, inputs)):
