@@ -129,3 +129,20 @@ def test_unsupported_ops_are_all_listed_at_once() -> None:
                      "ai.onnx.ml.Normalizer (1 node, e.g. ml_norm)", "op_names()"):
         assert expected in message
     assert "Relu" not in message
+
+
+def test_load_onnx_takes_a_light_name_as_every_cli_command_does() -> None:
+    import hetero
+    from hetero.core.frontend.light import light_model_path
+
+    graph = hetero.load_onnx("light:squeezenet")
+    assert graph.name == hetero.load_onnx(light_model_path("squeezenet")).name
+    assert [v.name for v in graph.inputs] == ["data_0"]
+
+
+def test_an_unknown_light_name_suggests_the_nearest() -> None:
+    import hetero
+    from hetero.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match=r"no light model 'squeezenett' \(did you mean 'squeezenet'\?\)"):
+        hetero.load_onnx("light:squeezenett")

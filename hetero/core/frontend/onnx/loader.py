@@ -18,6 +18,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper
 
+from hetero.core.frontend.light import light_model_path
 from hetero.core.frontend.onnx.budget import check_elements
 from hetero.errors import ModelLoadError
 
@@ -42,7 +43,8 @@ class Source:
 
 
 def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> Source:
-    """Read ``model`` (a path or a proto) without touching its external data.
+    """Read ``model`` (a path, ``light:NAME`` for a model onnx ships, or a proto) without
+    touching its external data.
 
     A proto is copied, so the caller's object is never modified.
     """
@@ -53,6 +55,8 @@ def read_model(model: str | os.PathLike[str] | onnx.ModelProto) -> Source:
         _require_onnx(copy, f"model {name}")
         return Source(copy, name, None)
     path = os.fspath(model)
+    if isinstance(path, str) and path.startswith("light:") and not os.path.exists(path):
+        path = os.fspath(light_model_path(path.removeprefix("light:")))
     what = f"model file {path}"
     if not os.path.exists(path):
         raise ModelLoadError(f"{what} does not exist; check the path")
