@@ -48,7 +48,32 @@ def test_a_missing_or_unreadable_input_file_is_one_line(tmp_path: Path, capsys: 
     assert f"--input x={tmp_path / 'none.npy'}: no such file" in err
     (tmp_path / "junk.npy").write_text("not an array")
     err = _one_line_error(*run_cli(capsys, "run", model, "--input", f"x={tmp_path / 'junk.npy'}")[::2])
-    assert "--input x=" in err and "cannot read it" in err
+    assert f"--input x={tmp_path / 'junk.npy'}: is not a .npy or .npz file" in err and "np.save" in err
+    assert "pickle" not in err
+    np.save(tmp_path / "cut.npy", np.ones((2, 3), np.float32))
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "cut.npy").read_bytes()[:-8])
+    err = _one_line_error(*run_cli(capsys, "run", model, "--input", f"x={tmp_path / 'cut.npy'}")[::2])
+    assert "--input x=" in err and "cannot read it as a .npy array" in err
+
+
+def test_random_inputs_keep_to_the_element_budget_before_any_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g",
+                              [vi("a", onnx.TensorProto.FLOAT, [600]), vi("b", onnx.TensorProto.FLOAT, [600])],
+                              [vi("y", onnx.TensorProto.FLOAT, [600])])
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    err = _one_line_error(*run_cli(capsys, "run", str(path), "--max-elements", "1000")[::2])
+    assert "random inputs for a, b would take 1200 elements, above the budget of 1000 (--max-elements)" in err
+
+
+def test_random_inputs_are_made_in_the_inputs_dtype() -> None:
+    from hetero.cli.common import _random_array
+
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float16, np.int8, np.int64, np.bool_):
+        assert _random_array(rng, (3, 4), np.dtype(dtype)).dtype == dtype
 
 
 def test_an_unwritable_output_is_refused_before_compiling(tmp_path: Path, capsys: pytest.CaptureFixture[str],

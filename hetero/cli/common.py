@@ -266,12 +266,36 @@ def make_inputs(graph: Any, args: argparse.Namespace) -> dict[str, object]:
         if not sep or not name or not path:
             raise UsageError(f"--input {item!r}: write NAME=FILE.npy")
         given[name] = _read_array(name, path)
+    from hetero.core.frontend.onnx.budget import DEFAULT_MAX_ELEMENTS
+
     rng = np.random.default_rng(args.seed)
-    for v in graph.inputs:
-        if v.name not in given:
-            data = rng.standard_normal(v.shape) if v.dtype.kind == "f" else rng.integers(0, 2, v.shape)
-            given[v.name] = data.astype(v.dtype)
+    missing = [v for v in graph.inputs if v.name not in given]
+    budget = getattr(args, "max_elements", None) or DEFAULT_MAX_ELEMENTS
+    total = sum(int(np.prod(v.shape, dtype=np.int64)) for v in missing)
+    if total > budget:
+        raise UsageError(f"random inputs for {', '.join(v.name for v in missing)} would take {total} elements, "
+                         f"above the budget of {budget} (--max-elements); pass them with --input NAME=FILE.npy")
+    for v in missing:
+        try:
+            given[v.name] = _random_array(rng, v.shape, v.dtype)
+        except MemoryError:
+            raise UsageError(f"not enough memory for a random input {v.name} of shape {list(v.shape)}; pass it "
+                             "with --input NAME=FILE.npy") from None
     return given
+
+
+def _random_array(rng: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """Seeded standard-normal floats (0 or 1 for other types), made in ``dtype`` (float32
+    for narrower floats) rather than through float64."""
+    import numpy as np
+
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        wide = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
+        data = rng.standard_normal(shape, dtype=wide)
+        return data if data.dtype == dtype else data.astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 2, shape, dtype=dtype)
+    return rng.integers(0, 2, shape).astype(dtype)
 
 
 def _read_array(name: str, path: str) -> Any:
@@ -283,12 +307,25 @@ def _read_array(name: str, path: str) -> Any:
     except FileNotFoundError:
         raise UsageError(f"--input {name}={path}: no such file") from None
     except (OSError, ValueError, EOFError) as exc:
+        if not isinstance(exc, OSError) and not _is_numpy_file(path):
+            raise UsageError(f"--input {name}={path}: is not a .npy or .npz file (numpy's files start with "
+                             "\\x93NUMPY or are zip archives); save the array with np.save") from None
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else " ".join(str(exc).split())
         raise UsageError(f"--input {name}={path}: cannot read it as a .npy array: {why}") from None
     if not isinstance(array, np.ndarray):
         array.close()
         raise UsageError(f"--input {name}={path}: holds several arrays (.npz); save the one input with np.save")
     return array
+
+
+def _is_numpy_file(path: str) -> bool:
+    """Whether ``path`` starts as a .npy file (the magic string) or an .npz (a zip) does."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return True  # let numpy's own error speak
+    return head == b"\x93NUMPY" or head.startswith(b"PK")
 
 
 def write_text(path: str, text: str, flag: str) -> None:
