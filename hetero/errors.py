@@ -229,6 +229,11 @@ class DeviceUnavailableError(HeteroError):
     save, but cannot run here."""
 
 
+class OutputPathError(HeteroError):
+    """A file hetero was asked to write cannot go where it was asked: a folder, something
+    that is not a regular file (a FIFO, a device), or a folder it cannot write in."""
+
+
 class QuantizationError(HeteroError):
     """A graph cannot be quantised as asked (already quantised, a tensor left uncalibrated,
     a calibration that is empty or malformed)."""

@@ -199,3 +199,49 @@ def test_conformance_refuses_an_unwritable_report_before_running(tmp_path: Path,
     target = tmp_path / "missing" / "matrix.json"
     err = _one_line_error(*run_cli(capsys, "conformance", "llvm_cpu", "--json", str(target))[::2])
     assert f"--json {target}: the folder" in err
+
+
+def test_o_onto_a_fifo_or_device_is_refused_before_compiling(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from hetero.core.runtime.archive import output_problem, write_atomically
+    from hetero.errors import OutputPathError
+
+    def no_compile(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compiled before checking -o")
+
+    monkeypatch.setattr(hetero, "compile", no_compile)
+    model = str(_relu_model(tmp_path))
+    fifo = tmp_path / "pipe.hetero"
+    os.mkfifo(fifo)
+    err = _one_line_error(*run_cli(capsys, "compile", model, "-o", str(fifo))[::2])
+    assert f"-o/--output {fifo}: is a FIFO, not a regular file; hetero replaces only regular files" in err
+    assert fifo.exists() and not fifo.is_file()
+    with pytest.raises(OutputPathError, match="is a FIFO"):
+        write_atomically(fifo, b"data")
+    assert not fifo.is_file()
+    # A device node: only checked, never written (root could replace it).
+    assert output_problem("/dev/null") == ("is a device, not a regular file; hetero replaces only regular files: "
+                                           "name another path")
+
+
+def test_o_under_proc_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc on this system")
+    model = str(_relu_model(tmp_path))
+    err = _one_line_error(*run_cli(capsys, "compile", model, "-o", "/proc/self/relu.hetero")[::2])
+    assert "-o/--output /proc/self/relu.hetero: cannot write a file in /proc/" in err
+
+
+def test_compile_without_o_says_where_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    model = str(_relu_model(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "compile", model, "--targets", "llvm_cpu")
+    assert code == 0, err
+    assert f"saved     {tmp_path / 'relu.hetero'} (" in out
+    assert "no -o/--output was given, so it is named after the model, in the current folder" in out
+
+
+def test_the_repository_ignores_saved_executables() -> None:
+    ignored = (Path(__file__).resolve().parent.parent / ".gitignore").read_text().split()
+    assert "*.hetero" in ignored

@@ -330,8 +330,13 @@ def _is_numpy_file(path: str) -> bool:
 
 def write_text(path: str, text: str, flag: str) -> None:
     """Write ``text`` to ``path``; a UsageError naming ``flag`` when it cannot be written."""
+    from hetero.core.runtime.archive import output_problem, write_atomically
+
+    problem = output_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag} {path}: {problem}")
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        write_atomically(path, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write it: {exc.strerror}") from None
 
@@ -339,14 +344,8 @@ def write_text(path: str, text: str, flag: str) -> None:
 def check_writable(path: str, flag: str) -> None:
     """A UsageError naming ``flag`` when ``path`` cannot be written; called before the work
     whose result goes there, so a typo costs no compile."""
-    import os
+    from hetero.core.runtime.archive import output_problem
 
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir():
-        raise UsageError(f"{flag} {path}: is a folder; name a file in it")
-    if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {folder} does not exist")
-    writable = os.access(target, os.W_OK) if target.exists() else os.access(folder, os.W_OK | os.X_OK)
-    if not writable:
-        raise UsageError(f"{flag} {path}: cannot write it (permission denied)")
+    problem = output_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag} {path}: {problem}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import nullcontext
 import json
 from pathlib import Path
@@ -166,7 +167,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for fallback in exe.fallbacks:
         print(f"fallback  {fallback}")
     print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels")
-    print(f"saved     {output}" + (f"\ndumped    every stage under {args.dump}" if args.dump else ""))
+    where = os.path.abspath(output)
+    size = f"{os.path.getsize(where) / 1e6:.1f} MB"
+    print(f"saved     {where} ({size})" + ("" if args.output else "; no -o/--output was given, so it is named "
+                                              "after the model, in the current folder")
+          + (f"\ndumped    every stage under {args.dump}" if args.dump else ""))
     if times is not None:
         print(f"\ntimings (import, compile and save):\n{times.table()}")
     return 0

@@ -38,7 +38,7 @@ import zlib
 import numpy as np
 
 from hetero.core.ir.types import as_dtype
-from hetero.errors import DamagedFileError, HeteroError
+from hetero.errors import DamagedFileError, HeteroError, OutputPathError
 
 #: The date every entry is stamped with: the earliest a zip can record.
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
@@ -326,10 +326,55 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "special file")
 
 
+def output_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be written as :func:`write_atomically` writes it, or None.
+
+    Only a regular file (or nothing) is replaced: a folder, a FIFO, a device or a socket
+    at ``path`` is refused, whoever runs hetero (root may replace ``/dev/full``; hetero
+    will not). The folder must exist and take a new file, which is tried (a pseudo file
+    system such as ``/proc`` says no only then)."""
+    target = Path(path)
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            return "is a folder; name a file in it"
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
+                    or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "special")
+            return f"is {kind}, not a regular file; hetero replaces only regular files: name another path"
+        if not os.access(target, os.W_OK):
+            return "cannot write it (permission denied)"
+    folder = target.resolve().parent
+    if not folder.is_dir():
+        return f"the folder {folder} does not exist"
+    probe = folder / f".{target.name}.{os.getpid()}.probe"
+    try:
+        with open(probe, "xb"):
+            pass
+    except OSError as exc:
+        return f"cannot write a file in {folder} ({exc.strerror or exc})"
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+    return None
+
+
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file beside it, so that a reader
-    sees the old file or the new one, never half of one."""
-    target = Path(path)
+    sees the old file or the new one, never half of one. A path that names a link is
+    written where the link points; one that names something other than a regular file
+    is an :class:`OutputPathError` (:func:`output_problem`)."""
+    problem = output_problem(path)
+    if problem is not None:
+        raise OutputPathError(f"{os.fspath(path)}: {problem}")
+    target = Path(path).resolve()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
