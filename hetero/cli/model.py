@@ -146,6 +146,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.aot and not args.dump:
         raise UsageError("--aot writes into the --dump folder: give --dump DIR too")
     output = args.output or f"{Path(resolve_model(args.model)).stem}.hetero"
+    if args.dump:
+        Path(args.dump).mkdir(parents=True, exist_ok=True)  # made by the compile anyway; -o may point into it
     check_writable(output, "-o/--output")
     with timing.recording() if args.timings else nullcontext() as times:
         start = time.perf_counter()
