@@ -66,6 +66,7 @@ import os
 from pathlib import Path
 import platform
 import re
+import shutil
 import stat
 import struct
 import tempfile
@@ -292,31 +293,33 @@ class CompileCache:
     def __repr__(self) -> str:
         return f"CompileCache({str(self.root)!r})"
 
-    def check_folder(self) -> bool:
-        """Whether the cache folder exists; CacheError if it is not private to this user.
+    def check_folder(self, folder: Path | None = None) -> bool:
+        """Whether the cache folder (or ``folder``, one of its sub-folders) exists;
+        CacheError if it is not private to this user.
 
         A folder that group or others can write, or that belongs to another user, is
-        refused: its entries could be replaced by someone else.
+        refused, at every level: its entries could be replaced by someone else.
         """
+        folder = self.root if folder is None else folder
         try:
-            info = os.stat(self.root)
+            info = os.stat(folder)
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise CacheError(f"compile cache {self.root} cannot be examined ({exc}); "
+            raise CacheError(f"compile cache {folder} cannot be examined ({exc}); "
                              "choose another folder") from None
         if not stat.S_ISDIR(info.st_mode):
-            raise CacheError(f"compile cache {self.root} is not a folder; remove it or choose another")
+            raise CacheError(f"compile cache {folder} is not a folder; remove it or choose another")
         # Windows reports no owner and fixed mode bits; there the folder's ACL decides.
         if os.name != "posix":
             return True
         if info.st_uid != os.getuid():
-            raise CacheError(f"compile cache {self.root} belongs to uid {info.st_uid}, not you "
+            raise CacheError(f"compile cache {folder} belongs to uid {info.st_uid}, not you "
                              f"(uid {os.getuid()}); use a folder of your own")
         if info.st_mode & 0o022:
-            raise CacheError(f"compile cache {self.root} can be written by others (mode "
+            raise CacheError(f"compile cache {folder} can be written by others (mode "
                              f"{stat.S_IMODE(info.st_mode):o}), who could replace what it holds; "
-                             f"chmod 700 {self.root}, or choose a private folder")
+                             f"chmod 700 {folder}, or choose a private folder")
         return True
 
     def path(self, key: str, suffix: str = ENTRY_SUFFIX) -> Path:
@@ -420,12 +423,12 @@ class CompileCache:
     def _read(self, key: str, suffix: str, magic: bytes, purpose: str) -> memoryview | None:
         if not _KEY.match(key):
             raise CacheError(f"compile cache key {key!r} is not a hex SHA-256; make it with cache_key()")
-        if not self.check_folder():
-            return None
         path = self.path(key, suffix)
+        if not self.check_folder() or not self.check_folder(path.parent):
+            return None
         try:
             with timing.phase("cache entry map"):
-                data = _map_entry(path)
+                data = _map_entry(path, key, magic)
         except FileNotFoundError:
             return None
         except DamagedFileError as exc:
@@ -457,6 +460,7 @@ class CompileCache:
         self.check_folder()
         try:
             path.parent.mkdir(mode=0o700, exist_ok=True)
+            self.check_folder(path.parent)
             fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "wb") as f:
@@ -516,16 +520,24 @@ class CompileCache:
         path = self.path(key, suffix)
         warnings.warn(f"compile cache entry {path} discarded: {problem}; compiling again",
                       CacheWarning, stacklevel=4)
-        path.unlink(missing_ok=True)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)  # in a private folder of ours, named as an entry: not the user's
+            else:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            warnings.warn(f"compile cache entry {path} could not be removed ({exc}); remove it by hand",
+                          CacheWarning, stacklevel=4)
 
 
 def _seal_of(purpose: str, raw_key: bytes, data: Any) -> bytes:
     return seal(purpose, raw_key, struct.pack(">Q", len(data)), tree_digest(data))
 
 
-def _map_entry(path: Path) -> memoryview:
+def _map_entry(path: Path, key: str, magic: bytes) -> memoryview:
     """The entry file at ``path``, mapped read-only: DamagedFileError unless it is a
-    regular file of this user's that no one else can write, no larger than memory."""
+    regular file of this user's that no one else can write, no larger than memory, whose
+    header (read before anything is mapped) has ``magic``, ``key`` and the file's size."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
@@ -541,6 +553,9 @@ def _map_entry(path: Path) -> memoryview:
             raise DamagedFileError(f"it is {info.st_size} bytes, more than this machine's memory")
         if info.st_size < _DATA:
             raise DamagedFileError(f"truncated ({info.st_size} bytes, shorter than its {_DATA}-byte header)")
+        problem = _header_problem(os.pread(fd, _HEADER.size, 0), key, magic, info.st_size - _DATA)
+        if problem:
+            raise DamagedFileError(problem)
         # Read-only: a private writable mapping that is populated up front is copied page
         # by page (the kernel breaks copy-on-write), which is what mapping avoids.
         if os.name == "posix":
@@ -553,17 +568,28 @@ def _map_entry(path: Path) -> memoryview:
     return memoryview(mapped)
 
 
-def _check(data: memoryview, key: str, magic: bytes, purpose: str) -> str:
-    """Why ``data`` is not a sound entry for ``key``; empty when it is."""
-    found, stored_key, stamp, length = _HEADER.unpack_from(data)
+def _header_problem(header: bytes, key: str, magic: bytes, payload_bytes: int) -> str:
+    """Why an entry whose header is ``header`` and whose payload is ``payload_bytes``
+    long is not one for ``key``; empty when its header fits."""
+    found, stored_key, _, length = _HEADER.unpack_from(header)
     if found in _OLDER and magic == _MAGIC:
         return _OLDER[found]
     if found != magic:
         return "not a hetero compile cache entry of this kind (bad magic)"
     if stored_key.hex() != key:
         return f"it holds the entry for key {stored_key.hex()}"
+    if payload_bytes != length:
+        return (f"{'truncated' if payload_bytes < length else 'longer than it should be'} "
+                f"(payload is {payload_bytes} bytes, its header says {length})")
+    return ""
+
+
+def _check(data: memoryview, key: str, magic: bytes, purpose: str) -> str:
+    """Why ``data`` is not a sound entry for ``key``; empty when it is."""
     payload = data[_DATA:]
-    if len(payload) != length:
-        return f"truncated (payload is {len(payload)} bytes, its header says {length})"
+    problem = _header_problem(data, key, magic, len(payload))
+    if problem:
+        return problem
+    _, stored_key, stamp, length = _HEADER.unpack_from(data)
     problem = check_seal(purpose, stamp, stored_key, struct.pack(">Q", length), tree_digest(payload))
     return f"refused unread, {problem}" if problem else ""

@@ -286,6 +286,46 @@ def _recompiles_without_loading(cache: CompileCache, loads: list[bytes], reason:
     np.testing.assert_array_equal(part.run({"x": X})["relu"], expected())
 
 
+def test_a_folder_in_place_of_an_entry_is_discarded_as_damaged(
+    cached: tuple[CompileCache, str], loads: list[bytes],
+) -> None:
+    cache, _ = cached
+    entry = _entry(cache)
+    entry.unlink()
+    entry.mkdir()
+    (entry / "inside").write_text("x")
+    _recompiles_without_loading(cache, loads, r"not a regular file \(it is a folder\)")
+    assert entry.is_file()
+
+
+def test_an_inflated_entry_is_refused_from_its_header_before_it_is_mapped(
+    cached: tuple[CompileCache, str], loads: list[bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hetero.core.runtime.cache as cache_module
+
+    cache, _ = cached
+    with open(_entry(cache), "r+b") as f:
+        f.truncate(os.path.getsize(_entry(cache)) + 64 * 2**20)  # sparse: no disk, no memory
+
+    def no_map(*args: object, **kwargs: object) -> None:
+        raise AssertionError("mapped before the header was checked")
+
+    monkeypatch.setattr(cache_module.mmap, "mmap", no_map)
+    _recompiles_without_loading(cache, loads, r"longer than it should be \(payload is \d+ bytes, its header says")
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_a_sub_folder_others_can_write_is_refused_as_the_top_is(
+    cached: tuple[CompileCache, str], loads: list[bytes], mode: int,
+) -> None:
+    cache, _ = cached
+    _entry(cache).parent.chmod(mode)
+    with pytest.raises(CacheError, match=rf"compile cache .*/[0-9a-f]{{2}} can be written by others "
+                                         rf"\(mode {mode:o}\).*chmod 700"):
+        cache.compile(tiny_graph(), bind(get_backend("llvm_cpu")))
+    assert loads == []
+
+
 def test_junk_with_a_recomputed_digest_never_reaches_the_loader(
     cached: tuple[CompileCache, str], loads: list[bytes],
 ) -> None:
