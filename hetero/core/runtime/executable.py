@@ -170,7 +170,12 @@ class Executable:
                                   f"{placement.backend} reads {missing[0]!r}, which no transfer brought "
                                   f"to device {device.name}; recompile the model")
             start = time.perf_counter()
-            results = part.run({n: space[n] for n in part.inputs})
+            try:
+                results = part.run({n: space[n] for n in part.inputs})
+            except HeteroError:
+                raise  # already names what is wrong (an index out of range, a device missing)
+            except Exception as exc:
+                raise PluginError(self._failure(placement, exc)) from exc
             elapsed = time.perf_counter() - start
             _check_results(placement, results, device)
             space.update(results)
@@ -190,6 +195,15 @@ class Executable:
                                   "brings it to the host; recompile the model")
             outputs[name] = host[name]
         return outputs
+
+    def _failure(self, placement: Placement, exc: Exception) -> str:
+        """What to say when ``placement``'s part raised ``exc`` (not a HeteroError) running."""
+        nodes = next((r.get("nodes", []) for r in self.partition.get("regions", [])
+                      if r.get("name") == placement.region), [])
+        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+        return (f"backend {placement.backend} failed running region {placement.region or '-'}"
+                f"{f' (nodes {shown})' if shown else ''}: {type(exc).__name__}: {exc}; this is a bug in "
+                f"{placement.backend}: report it to its authors, and compile without that target meanwhile")
 
     def _move(self, step: TransferStep, made_on: Mapping[str, Device],
               spaces: dict[str, dict[str, Any]], dst: Device) -> None:
@@ -317,6 +331,11 @@ def _check_results(placement: Placement, results: Any, device: Device) -> None:
         if shape is not None and (tuple(got_shape) != tuple(shape) or got_dtype != _dtype(dtype)):
             raise PluginError(f"{where} returned output {name!r} as {got_dtype.name}{list(got_shape)}, "
                               f"its subgraph declares {dtype}{list(shape)}; {fix}")
+    if len(results) != len(declared):
+        extra = sorted(set(results) - {name for name, _, _ in declared})
+        if extra:
+            raise PluginError(f"{where} returned output(s) {extra} that its subgraph does not have (it has "
+                              f"{[name for name, _, _ in declared]}); {fix}")
 
 
 def load(path: str | os.PathLike[str]) -> Executable:

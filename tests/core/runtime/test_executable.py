@@ -126,6 +126,8 @@ class FaultyPart(ToyPart):
     (lambda r: {"neg": r["relu"]}, r"returned no output 'relu' \(it returned \['neg'\]\)"),
     (lambda r: {"relu": r["relu"].tolist()}, r"returned output 'relu' as a list, not a numpy array"),
     (lambda r: [r["relu"]], r"returned a list, not a dict of output arrays"),
+    (lambda r: {**r, "spare": r["relu"]}, r"returned output\(s\) \['spare'\] that its subgraph does not have "
+                                          r"\(it has \['relu'\]\)"),
 ])
 def test_a_part_that_breaks_its_outputs_is_named(
     toy, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,  # noqa: ANN001
@@ -143,3 +145,19 @@ def test_a_part_that_breaks_its_outputs_is_named(
     exe.save(tmp_path / "faulty.hetero")
     with pytest.raises(PluginError, match=message):
         hetero.load(tmp_path / "faulty.hetero").run({"x": x})
+
+
+def test_an_exception_inside_a_part_is_a_plugin_error_naming_backend_region_and_nodes(
+    toy, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    def divide(results: dict[str, np.ndarray]) -> Any:
+        return 1 / 0
+
+    backend = get_backend("toy_cpu")
+    honest = backend.compile
+    monkeypatch.setattr(backend, "compile", lambda g, o: FaultyPart(honest(g, o).program, divide))
+    exe = hetero.compile(small_graph(), targets=["toy_cpu"])
+    with pytest.raises(PluginError, match=r"backend toy_cpu failed running region r0 \(nodes [\w, ]+\): "
+                                          r"ZeroDivisionError: division by zero; this is a bug in toy_cpu") as info:
+        exe.run({"x": np.ones((2, 3), np.float32)})
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
