@@ -94,3 +94,15 @@ def test_disagreement_with_onnx_inference_names_the_value() -> None:
     compare_types(ctx, {"y": TensorType((2, 10), "float32")})  # agreeing types pass
     with pytest.raises(ShapeError, match=r"value 'y'.*f32\[2,10\] in hetero but f32\[2,11\]"):
         compare_types(ctx, {"y": TensorType((2, 11), "float32")})
+
+
+def test_a_negative_declared_dimension_names_the_model_input_and_dimension() -> None:
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "negdim", [vi("x", TensorProto.FLOAT, [2, -3])],
+                              [vi("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ModelLoadError, match=r"model negdim: input 'x' declares dimension 1 as -3, a negative size "
+                                             r"\(its shape is \[2, -3\]\); re-export the model, or give"):
+        hetero.load_onnx(model)

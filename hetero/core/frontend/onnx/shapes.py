@@ -168,6 +168,11 @@ def _input_type(
             label = f"'{dim.dim_param}'" if dim.dim_param else "of unknown size"
             raise DynamicShapeError(f"{where}: dimension {i} is dynamic ({label}); fix it with {{shapes}}",
                                     **hint)
+        if dim.dim_value < 0:
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in declared]
+            raise ModelLoadError(f"{where} declares dimension {i} as {dim.dim_value}, a negative size (its "
+                                 f"shape is {dims}); re-export the model, or give the input's real shape with "
+                                 "{shapes}", **hint)
         shape.append(dim.dim_value)
     return TensorType(shape, dtype)
 
