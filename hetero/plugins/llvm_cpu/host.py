@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import functools
+import math
 import os
 from pathlib import Path
 
@@ -111,6 +112,73 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+#: Where the kernel shows cgroups (both versions' layouts are read under it).
+SYSFS_CGROUP = Path("/sys/fs/cgroup")
+
+
+@functools.cache
+def usable_cpus() -> tuple[int, str]:
+    """How many CPUs this process can keep busy at once, and why: the CPUs its affinity
+    mask allows (``taskset``, a container's cpuset), lowered to a cgroup's CPU quota
+    (``docker --cpus``, Kubernetes' CPU limit) rounded up, and never below one. A thread
+    more than this only takes turns with the others on a core."""
+    mask = _cores()
+    why = f"{mask} CPU(s) in this process's affinity mask"
+    quota = cgroup_cpu_quota()
+    if quota is not None and math.ceil(quota) < mask:
+        return max(1, math.ceil(quota)), f"{why}, a cgroup CPU quota of {quota:g}"
+    return max(1, mask), why
+
+
+def cgroup_cpu_quota(root: Path = SYSFS_CGROUP, membership: str | None = None) -> float | None:
+    """The tightest CPU quota (CPUs' worth of time per period) of this process's cgroup
+    and its ancestors, cgroup v2 (``cpu.max``) or v1 (``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``); None when there is none. ``membership`` is the text of
+    ``/proc/self/cgroup`` (read when None)."""
+    if membership is None:
+        try:
+            membership = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            return None
+    limits = []
+    for line in membership.splitlines():
+        controllers, _, path = line.partition(":")[2].partition(":")
+        if controllers == "":  # v2: 0::/path
+            base = root / "unified" if (root / "unified" / "cgroup.controllers").is_file() else root
+            for folder in _ancestors(base, path):
+                limits.append(_v2_quota(folder / "cpu.max"))
+        elif "cpu" in controllers.split(","):
+            mount = next((root / name for name in (controllers, "cpu", "cpu,cpuacct") if (root / name).is_dir()),
+                         None)
+            if mount is not None:
+                for folder in _ancestors(mount, path):
+                    limits.append(_v1_quota(folder))
+    found = [q for q in limits if q is not None]
+    return min(found) if found else None
+
+
+def _ancestors(mount: Path, path: str) -> list[Path]:
+    parts = [p for p in path.strip("/").split("/") if p and p != ".."]
+    return [mount.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _v2_quota(path: Path) -> float | None:
+    try:
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _v1_quota(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
 
 
 def _caches(root: Path = SYSFS_CACHES) -> dict[int, int]:
