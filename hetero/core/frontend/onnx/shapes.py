@@ -298,6 +298,8 @@ def _static_type(info: onnx.ValueInfoProto) -> TensorType | None:
     dtype = numpy_dtype(tensor.elem_type)
     if dtype is None or not tensor.HasField("shape"):
         return None
-    if not all(d.HasField("dim_value") for d in tensor.shape.dim):
+    # A negative size from onnx's inference (a pool window wider than its input) is no
+    # type: hetero's own inference then names the node and what is wrong.
+    if not all(d.HasField("dim_value") and d.dim_value >= 0 for d in tensor.shape.dim):
         return None
     return TensorType([d.dim_value for d in tensor.shape.dim], dtype)

@@ -51,9 +51,12 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     return axis % rank if rank else 0
 
 
-def normalize_axes(axes: Sequence[int], rank: int, what: str = "axes") -> tuple[int, ...]:
-    """``axes`` made non-negative and sorted; ShapeError if one is out of range or repeated."""
-    result = sorted(normalize_axis(a, rank, f"{what} entry") for a in axes)
+def normalize_axes(axes: Sequence[int], rank: int, what: str = "axes", as_set: bool = False) -> tuple[int, ...]:
+    """``axes`` made non-negative and sorted; ShapeError if one is out of range or, unless
+    ``as_set`` (the axes a reduction reduces, where naming one twice names it once),
+    repeated."""
+    result = sorted({normalize_axis(a, rank, f"{what} entry") for a in axes} if as_set else
+                    (normalize_axis(a, rank, f"{what} entry") for a in axes))
     if len(set(result)) != len(result):
         raise ShapeError(f"{what} {list(axes)} name an axis twice (rank {rank})")
     return tuple(result)

@@ -65,13 +65,18 @@ def _window_out_dims(x: TensorType, attrs: dict[str, Any], ceil_mode: int = 0) -
     for i, size in enumerate(x.shape[2:]):
         extent = dilations[i] * (kernel[i] - 1) + 1
         padded = size + pads[i] + pads[i + n]
-        if extent > padded:
+        # (padded - extent) / stride + 1, rounded as onnx's shape inference and onnxruntime
+        # round it: toward zero. The specification's text says floor, which differs only
+        # where the window is wider than the padded input; there every runtime truncates,
+        # so a window hanging past the end still gives an output over what it covers. A
+        # window that does not fit at all gives an empty axis; a negative size is an error.
+        span = padded - extent
+        out = (-(-span // strides[i]) if ceil_mode else int(span / strides[i])) + 1
+        if out < 0:
             raise ShapeError(
                 f"kernel extent {extent} (kernel {kernel[i]}, dilation {dilations[i]}) is larger "
-                f"than the padded input {padded} on spatial axis {i}"
+                f"than the padded input {padded} on spatial axis {i}: the output size would be {out}"
             )
-        span = padded - extent
-        out = (-(-span // strides[i]) if ceil_mode else span // strides[i]) + 1
         # ONNX (and onnxruntime) drop a ceil-mode window that would start in the end padding.
         if ceil_mode and (out - 1) * strides[i] >= size + pads[i]:
             out -= 1
@@ -88,6 +93,8 @@ def _windows(
     """
     n = len(out)
     strides, dilations, kernel = attrs["strides"], attrs["dilations"], attrs["kernel_shape"]
+    if 0 in out:  # a window wider than the padded input: no window at all
+        return np.full((*x.shape[:2], *out, *kernel), fill, x.dtype)
     extents = [d * (k - 1) + 1 for d, k in zip(dilations, kernel)]
     widths = [(0, 0), (0, 0)]
     for i, size in enumerate(x.shape[2:]):

@@ -69,7 +69,7 @@ def _reduce(name: str, fn: ReduceFn, doc: str,
     def complete(ins: list[TensorType | None], attrs: dict[str, Any]) -> dict[str, Any]:
         rank = ins[0].rank
         axes = attrs["axes"]
-        attrs["axes"] = tuple(range(rank)) if not axes else normalize_axes(axes, rank, f"{name} axes")
+        attrs["axes"] = tuple(range(rank)) if not axes else normalize_axes(axes, rank, f"{name} axes", as_set=True)
         return attrs
 
     def infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

@@ -83,8 +83,9 @@ def test_conv_completes_derived_attributes() -> None:
     ((1, 4, 5, 5), (2, 3, 3, 3), {}, r"X has 4 channels but W .* takes 3 per group x group 1 = 3"),
     ((1, 4, 5, 5), (3, 1, 3, 3), {"group": 3}, r"group 3 does not divide the 4 input channels"),
     ((1, 4, 5, 5), (3, 2, 3, 3), {"group": 2}, r"group 2 does not divide the 3 output channels"),
-    ((1, 1, 4), (1, 1, 3), {"dilations": (2,)},
-     r"kernel extent 5 \(kernel 3, dilation 2\) is larger than the padded input 4"),
+    ((1, 1, 4), (1, 1, 3), {"dilations": (3,)},
+     r"kernel extent 7 \(kernel 3, dilation 3\) is larger than the padded input 4 on spatial axis 0: the "
+     r"output size would be -2"),
     ((1, 1, 4), (1, 1, 3), {"strides": (1, 1)}, r"strides \[1, 1\] must have 1 entries"),
     ((1, 1, 4, 4), (1, 1, 3), {}, r"must have the rank of X"),
     ((1, 1, 4, 4), (1, 1, 3, 3), {"kernel_shape": (2, 2)}, r"kernel_shape \[2, 2\] differs"),
@@ -216,9 +217,9 @@ def test_pools_complete_derived_attributes() -> None:
 
 
 @pytest.mark.parametrize("op, x_shape, dtype, attrs, message", [
-    ("MaxPool", (1, 1, 3, 3), "float32", {"kernel_shape": (4, 1)},
-     r"kernel extent 4 \(kernel 4, dilation 1\) is larger than the padded input 3 on spatial "
-     r"axis 0"),
+    ("MaxPool", (1, 1, 3, 3), "float32", {"kernel_shape": (5, 1)},
+     r"kernel extent 5 \(kernel 5, dilation 1\) is larger than the padded input 3 on spatial "
+     r"axis 0: the output size would be -1"),
     ("MaxPool", (1, 1, 3, 3), "float32", {"kernel_shape": (2,)}, r"kernel_shape \[2\] must have 2"),
     ("MaxPool", (1, 1, 3, 3), "float32", {"kernel_shape": (2, 2), "strides": (0, 1)},
      r"strides \[0, 1\] must all be >= 1"),
@@ -281,3 +282,26 @@ def test_conv_reference_runs_resnet50_in_seconds() -> None:
         elapsed += time.perf_counter() - start
         assert y.shape == (1, c_out, -(-size // s), -(-size // s))
     assert elapsed < 8.0, f"the reference Conv took {elapsed:.1f} s for ResNet-50"
+
+
+@pytest.mark.parametrize("attrs, width, want", [
+    # The window is one wider than the padded input: an empty axis, as in onnxruntime.
+    ({"kernel_shape": (3,), "dilations": (3,), "pads": (1, 1)}, 0, []),
+    # The same with stride 2: onnx's shape inference and onnxruntime round (-1) / 2 + 1
+    # toward zero, to one window that hangs past the end and covers x[2] alone.
+    ({"kernel_shape": (3,), "dilations": (3,), "pads": (1, 1), "strides": (2,)}, 1, [2.0]),
+])
+def test_a_pool_window_wider_than_its_padded_input_follows_onnx(attrs: dict[str, Any], width: int,
+                                                                 want: list[float]) -> None:
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 4)
+    got, node = reference("MaxPool", {"x": x}, **attrs)
+    assert node.output.shape == (1, 1, width)
+    np.testing.assert_array_equal(got.ravel(), want)
+
+
+def test_nan_in_a_max_pool_window_propagates() -> None:
+    # As the Max op and numpy's max do, wherever the NaN sits in the window (onnxruntime
+    # drops it or not by its position): the result does not depend on the order of a scan.
+    x = np.array([[[np.nan, 1, 2, np.nan, 5, 4]]], np.float32)
+    got, _ = reference("MaxPool", {"x": x}, kernel_shape=(2,), strides=(2,))
+    np.testing.assert_array_equal(got.ravel(), [np.nan, np.nan, 5])
