@@ -157,3 +157,25 @@ def test_a_timeout_must_be_positive(site: Path) -> None:
         "hetero plugins: error: --timeout must be a positive number of seconds, got 0"
     )
 
+
+
+def test_an_adapted_plugin_is_listed_with_what_to_update(site: Path) -> None:
+    from tests.core.plugin.test_compat import API1  # every hook in plugin API 1's form
+
+    write_distribution(site, "hetero-old", "1.0", {"old": "cli_old_plugin"}, {"cli_old_plugin": API1})
+    expected = ("  old (hetero-old 1.0): backend 'old' uses plugin API 1 hooks, which hetero adapts to "
+                "API 3 for now: supports(self, node) -> write supports(self, node, target); "
+                "estimate(self, subgraph) -> write estimate(self, subgraph, target); "
+                "compile(self, subgraph, options) -> write compile(self, subgraph, target) and read "
+                "options from target.options; pattern 'neg_relu' check(match) -> write check(match, target). "
+                "See 'Migrating from API 1 and 2' in docs/plugin-guide.md")
+    plain = hetero(site, HETERO_PLUGINS="old")
+    isolated = hetero(site, "--isolated", HETERO_PLUGINS="old")
+    for result in (plain, isolated):
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert next(line for line in lines if line.split()[:1] == ["old"]).split()[:2] == ["old", "1.0"]
+        assert lines[lines.index("Adapted from plugin API 1 (1), to update:") + 1] == expected
+    data = json.loads(hetero(site, "--json", HETERO_PLUGINS="old").stdout)
+    [record] = [r for r in data["plugins"] if r["name"] == "old"]
+    assert record["status"] == "loaded" and record["adapted"] == {"old": expected.split(": ", 1)[1]}

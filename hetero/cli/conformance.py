@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Any
 
 from hetero.cli.common import check_writable
@@ -30,7 +31,12 @@ def add_parser(subs: Any) -> None:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    """Run the suite in this process with pytest; 0 when every check passes, else 1."""
+    """Run the suite in this process with pytest; 0 when every check passes, else 1.
+
+    A backend that is not installed, or whose plugin is broken, is an
+    :class:`~hetero.errors.UnknownBackendError` before the suite starts: one line
+    naming it and what to do, exit 2.
+    """
     try:
         import pytest
     except ImportError:
@@ -39,6 +45,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         return 2
     from hetero.testing.plugin import SUITE
 
+    _check_backend(args.backend)
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
         if path is not None:
             check_writable(path, flag)  # before the suite's minutes, not after
@@ -62,3 +69,18 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     for item in args.option:
         argv += ["--hetero-option", item]
     return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1
+
+
+def _check_backend(name: str) -> None:
+    """Raise UnknownBackendError unless backend ``name`` loads; its message names the
+    broken plugin behind ``name``, or the installed backends."""
+    from hetero.core.plugin.manager import load_plugins
+
+    # Held back until the backend is found: the error names a broken plugin itself,
+    # and its warning would say it again on a line of its own.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plugins = load_plugins()
+    plugins.get(name)
+    for warning in caught:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)

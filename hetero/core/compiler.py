@@ -19,7 +19,9 @@ for dynamic dimensions, in stages for data-dependent shapes and control flow.
 Failure is contained (ARCHITECTURE.md rule 6): a node no target takes lands on the
 fallback, and a backend that raises while compiling a region has that region
 compiled by the fallback, with a :class:`CompileFallbackWarning` and the error in
-the report. ``strict=True`` turns either into an error.
+the report: the executable's partition (its report, its placements) shows the
+region on the fallback, its nodes moved there for the error, never on the backend
+that failed. ``strict=True`` turns either into an error.
 """
 
 from __future__ import annotations
@@ -224,6 +226,11 @@ class Session:
             placements.append(Placement(target.name, target.version, part, name,
                                         output_types=tuple(Interface.of(subgraph).outputs), cache_key=key))
         progress.end("compile")
+        if fallbacks:
+            # What runs, not what was planned: no report names a backend that failed as its region's.
+            partition = partition.compiled_on(
+                {f.region: (f.fallback, f"{f.backend} failed to compile region {f.region}: {f.error}")
+                 for f in fallbacks}, self.targets)
         plan = plan_transfers([(p.backend, p.part.inputs, p.part.outputs) for p in placements],
                               [v.name for v in graph.outputs], partition.assignment.home)
         for placement, into, back in zip(placements, plan.into, plan.home):

@@ -52,7 +52,10 @@ class Report:
         """Record ``test``'s outcome; ``cell`` is its (op, dtype) when it is a matrix cell.
 
         A test reported twice (a failing teardown after a passing call) keeps the
-        worse outcome: a failure is never hidden by a later pass.
+        worse outcome: a failure is never hidden by a later pass. The placeholder the
+        suite runs when there is no (op, dtype) to check (``test_op[none]``, skipped
+        with the reason: the backend does not load, or claims none of the ops) has
+        ``None`` for both; it is reported by name, and is no cell.
         """
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}; one of {OUTCOMES}")
@@ -61,7 +64,7 @@ class Report:
         self.tests[test] = outcome
         if detail:
             self.details[test] = detail
-        if cell is not None:
+        if cell is not None and None not in cell:
             op, dtype = cell
             self.matrix.setdefault(op, {})[dtype] = outcome
 

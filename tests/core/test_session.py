@@ -153,7 +153,7 @@ def test_no_targets_means_the_fallback_alone() -> None:
     assert [p.backend for p in exe.placements] == ["llvm_cpu"]
 
 
-def test_an_old_plugin_whose_hooks_take_no_target_is_reported_broken(site) -> None:
+def test_a_plugin_whose_hooks_match_no_api_form_is_reported_broken(site) -> None:
     site.install("hetero-old", "1.0", {"old": """\
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.plugin import Backend, Support, hookimpl
@@ -170,7 +170,7 @@ class Old(Backend):
     def supports(self, node):
         return Support.yes()
 
-    def compile(self, subgraph, options):
+    def compile(self):
         raise NotImplementedError
 
     def load_artifact(self, artifact):
@@ -185,6 +185,8 @@ def hetero_backends():
         plugins = site.load()
     [record] = [r for r in plugins.records if r.name == "old"]
     assert record.status == "broken"
-    assert "supports() takes (node), but plugin API 2 passes (node, target)" in record.error
-    with pytest.raises(PluginError, match="Plugin old .* is broken"):
+    # compile() cannot be adapted, so supports(node), which could, is listed with it.
+    assert "compile(self) cannot take what hetero passes (compile(subgraph, target))" in record.error
+    assert "supports(self, node) -> write supports(self, node, target)" in record.error
+    with pytest.raises(PluginError, match=r"backend 'old' is broken: plugin old \(hetero-old 1.0\)"):
         Session(["old"])

@@ -107,6 +107,30 @@ class Partition:
         """The regions as vertices, an edge wherever a value flows between two."""
         return quotient_graph(self.regions)
 
+    def compiled_on(self, moved: Mapping[str, tuple[str, str]], backends: Sequence[Target]) -> Partition:
+        """This partition as it was compiled when some regions did not compile where it
+        placed them: each region ``moved`` names (region -> (backend, reason)) on that
+        backend, its nodes' choices carrying the reason, and the estimates, transfers and
+        memory plans made again (memory unchecked: it is a record, not a plan). Regions
+        keep their names, nodes and order: they are what was compiled. ``backends`` are
+        the targets, the new backends among them."""
+        by_name = {t.name: t for t in backends}
+        assignment = self.assignment.reassign(
+            {n.name: moved[r.name] for r in self.regions if r.name in moved for n in r.nodes})
+        regions = tuple(Region(r.name, moved[r.name][0], r.nodes) if r.name in moved else r
+                        for r in self.regions)
+        estimates = dict(self.estimates)
+        problems = {k: v for k, v in self.estimate_problems.items() if k not in moved}
+        for r in regions:
+            if r.name in moved:
+                made = estimate(by_name[r.backend], extract_subgraph(self.graph, r.nodes, r.name))
+                estimates[r.name] = made.seconds
+                if made.problem:
+                    problems[r.name] = made.problem
+        transfers = find_transfers(self.graph, regions, by_name, assignment.home)
+        memory = plan_partition_memory(self.graph, regions, by_name, check=False)
+        return Partition(self.graph, assignment, regions, tuple(transfers), estimates, memory, problems)
+
     def report(self) -> str:
         """The text report: coverage, regions, transfers, memory, and moved nodes with reasons."""
         from hetero.core.partition.report import format_report

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hetero.core.memory.hierarchy import format_bytes
+from hetero.core.plugin.compat import MIGRATION_GUIDE, adaptations_of
 from hetero.core.plugin.target import plain_value
 
 if TYPE_CHECKING:
@@ -111,7 +112,8 @@ def describe(part: Partition) -> dict[str, Any]:
             {"backend": t.name, "options": {k: plain_value(t.options[k]) for k in sorted(t.given)},
              "peak_gflops": t.peak_gflops,
              "memory": [{"level": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth_gbps": m.bandwidth_gbps}
-                        for m in t.memory.levels]}
+                        for m in t.memory.levels],
+             "adapted": [str(change) for change in adaptations_of(t.backend)]}
             for t in assignment.annotation.backends
         ],
         "est_compute_seconds": sum(part.estimates.values()),
@@ -169,6 +171,9 @@ def format_report(part: Partition) -> str:
         levels = " > ".join(f"{m['level']} {format_bytes(m['capacity_bytes'])}" for m in d["memory"])
         lines.append(f"  {d['backend']}: {levels}; peak {d['peak_gflops']:.4g} GFLOP/s"
                      + (f" ({given})" if given else ""))
+        if d["adapted"]:
+            lines.append(f"    runs adapted from plugin API 1 hooks; to update: {'; '.join(d['adapted'])} "
+                         f"(see {MIGRATION_GUIDE})")
     lines += ["", "coverage (nodes each backend takes / nodes of the op)"]
     rows = [["op", "nodes", *names, "placed"]]
     for op, row in data["coverage"].items():

@@ -28,12 +28,13 @@ A minimal backend::
             ...  # rebuild the CompiledPart that produced `artifact`
 
 :func:`validate_backend` checks a declaration; the plugin manager runs it on every
-backend a plugin provides and skips (and reports) those that fail.
+backend a plugin provides and skips (and reports) those that fail. A backend whose
+hooks are in plugin API 1's forms is not a failure: the manager adapts it
+(:mod:`hetero.core.plugin.compat`) and warns.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import re
@@ -55,10 +56,14 @@ if TYPE_CHECKING:
     from hetero.core.schedule import Trace
     from hetero.core.schedule.tune.task import TuningTask
 
-#: The version of the contract below. 2: ``supports``, ``estimate``, ``compile`` and
+#: The version of the plugin API. 2: ``supports``, ``estimate``, ``compile`` and
 #: pattern checks take the backend's :class:`~hetero.core.plugin.target.Target`;
-#: backends declare ``options`` and may declare ``takes_every_op``.
-API_VERSION = 2
+#: backends declare ``options`` and may declare ``takes_every_op``. 3: the kit — the
+#: tensor IR, lowering, schedules, legalisation, the kernel-step plan, the shared
+#: emitters and the step part — is exported from hetero.plugin; the hooks are version 2's.
+#: A backend whose hooks are in version 1's forms runs adapted
+#: (:mod:`hetero.core.plugin.compat`).
+API_VERSION = 3
 
 #: Backend names and device kinds: lower-case identifiers such as ``my_npu``.
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -335,8 +340,10 @@ def roofline(node: Node, peak_gflops: float, bandwidth_gbps: float) -> float:
 def validate_backend(backend: object) -> list[str]:
     """Problems with ``backend``'s declarations, one sentence each; empty if it is sound.
 
-    Checks that it is a :class:`Backend` written for this contract's
-    :data:`API_VERSION` (its hooks take the target), that its name, version and
+    Checks that it is a :class:`Backend` whose hooks hetero can call: each in the
+    current form, or every one that is not in an API 1 form that hetero adapts
+    (:func:`~hetero.core.plugin.compat.review_hooks`; the adapted forms are not
+    problems here, the plugin manager warns about them), that its name, version and
     device kind are well formed, that its options are sound, that its memory
     hierarchy and peak throughput are declared, that every op it lists is a
     canonical op (all of them when it declares ``takes_every_op``) and that its
@@ -382,7 +389,7 @@ def validate_backend(backend: object) -> list[str]:
     if not isinstance(backend.artifact_views, bool):
         problems.append(f"{label}: artifact_views must be True or False, got {backend.artifact_views!r}")
     problems += _option_problems(label, backend.options)
-    problems += _signature_problems(label, backend)
+    problems += _hook_problems(label, backend)
     problems += _pattern_problems(label, backend.patterns)
     return problems
 
@@ -404,26 +411,18 @@ def _option_problems(label: str, options: object) -> list[str]:
     return found
 
 
-#: The hooks that take the target, with the parameters they take after ``self``.
-_HOOKS = {"supports": ("node", "target"), "estimate": ("subgraph", "target"), "compile": ("subgraph", "target")}
+def _hook_problems(label: str, backend: Backend) -> list[str]:
+    """Hooks hetero cannot call: one problem naming each, and the API 1 forms beside them
+    (a backend is adapted only when every hook can be)."""
+    # compat builds on this module (the adapter is a Backend), hence the late import.
+    from hetero.core.plugin.compat import MIGRATION_GUIDE, review_hooks
 
-
-def _signature_problems(label: str, backend: Backend) -> list[str]:
-    """A hook written for the contract before targets (API 1) takes one parameter fewer."""
-    found = []
-    for hook, params in _HOOKS.items():
-        try:
-            signature = inspect.signature(getattr(backend, hook))
-        except (TypeError, ValueError):
-            continue
-        taken = [p for p in signature.parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        variadic = any(p.kind == p.VAR_POSITIONAL for p in signature.parameters.values())
-        if len(taken) < len(params) and not variadic:
-            found.append(f"{label}: {hook}() takes ({', '.join(p.name for p in taken)}), but plugin API "
-                         f"{API_VERSION} passes ({', '.join(params)}): a backend's hooks receive its "
-                         "target (see docs/plugin-guide.md, 'Targets and options')")
-    return found
+    review = review_hooks(backend)
+    if not review.problems:
+        return []
+    also = f"; in API 1's form: {'; '.join(str(c) for c in review.changes)}" if review.changes else ""
+    return [f"{label}: hooks that plugin API {API_VERSION} cannot call: {'; '.join(review.problems)}{also} "
+            f"(see {MIGRATION_GUIDE})"]
 
 
 def _unknown_ops(where: str, ops: Collection[object], canonical: list[str]) -> list[str]:

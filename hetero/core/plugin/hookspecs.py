@@ -58,9 +58,12 @@ def hetero_backends() -> list[Backend]:
     Called once per plugin and process, when hetero first loads plugins (and again
     after ``load_plugins(reload=True)``). Not ``firstresult``: every plugin's list
     counts, and a plugin may provide several backends (one device in two modes)
-    or none. A backend whose device is absent from this machine is better listed
-    than hidden: its ``supports`` then refuses nodes and says why, which the
-    partition report shows.
+    or none. A backend whose device is absent from this machine is listed all the
+    same, and works as it would with the device: it declares, answers ``supports``,
+    plans and compiles (the partition shows what it would take; compiling never
+    needs the device). Its :meth:`~hetero.core.plugin.Backend.device_status` says
+    what is missing (``hetero plugins`` shows it), and its compiled parts raise
+    :class:`~hetero.errors.DeviceUnavailableError` when asked to run.
 
     Each backend must be an instance of :class:`hetero.core.plugin.Backend` whose
     declarations pass :func:`hetero.core.plugin.validate_backend`, and its name
@@ -68,6 +71,14 @@ def hetero_backends() -> list[Backend]:
     plugins bundled with hetero are never given to another plugin). A plugin that
     breaks any of these rules, or whose hook raises, is skipped whole and reported
     as broken with the reason; the other plugins load as usual.
+
+    A backend's own hooks (``supports``, ``estimate``, ``compile``, a pattern's
+    ``check``) are those of plugin API 3 (:data:`hetero.plugin.API_VERSION`), which
+    are version 2's: each takes the backend's target. A backend whose hooks are in
+    version 1's forms (``supports(node)``, ``estimate(subgraph)``,
+    ``compile(subgraph, options)``, ``check(match)``) loads adapted, with a
+    :class:`DeprecationWarning` naming each change; one whose hooks match no form
+    is broken (docs/plugin-guide.md, "Migrating from API 1 and 2").
 
     Keep this hook cheap: build the backend objects, but defer compiler start-up,
     device queries and large imports to the first ``compile``.

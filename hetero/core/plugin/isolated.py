@@ -103,7 +103,8 @@ def _load_in_child(
     except ValueError:
         return _broken(record, f"the isolated child reported {result[:200]!r}, which is not its result")
     record = replace(record, backends=tuple(reported["backends"]), error=reported["error"],
-                     traceback=reported["traceback"])
+                     traceback=reported["traceback"],
+                     adapted=tuple((name, message) for name, message in reported["adapted"]))
     return record, {d["name"]: d for d in reported["declarations"]}
 
 
@@ -122,12 +123,12 @@ def child_main() -> None:
     ep = _find(request)
     _send(channel, _READY)
     if ep is None:
-        result = {"backends": [], "declarations": [], "traceback": "",
+        result = {"backends": [], "declarations": [], "traceback": "", "adapted": [],
                   "error": "its entry point was no longer installed when the isolated child looked"}
     else:
         record, provided = load_in_process(ep, PluginRecord(ep.name, ep.value, "", ""))
         result = {"backends": list(record.backends), "error": record.error,
-                  "traceback": record.traceback,
+                  "traceback": record.traceback, "adapted": list(record.adapted),
                   "declarations": [declarations(b) for b in provided.values()]}
     _send(channel, json.dumps(result, default=str))
     channel.close()

@@ -106,6 +106,7 @@ def describe_plugins(plugins: PluginSet | PluginListing) -> dict[str, Any]:
             "error": r.error,
             "disabled_by": r.disabled_by,
             "traceback": r.traceback,
+            "adapted": dict(r.adapted),
         }
         for r in listing.records
     ]
@@ -118,7 +119,8 @@ def describe_plugins(plugins: PluginSet | PluginListing) -> dict[str, Any]:
 
 
 def format_plugins(plugins: PluginSet | PluginListing) -> str:
-    """The text form: a table of backends, then the broken and the disabled plugins."""
+    """The text form: a table of backends, then the plugins that run adapted from plugin
+    API 1, the broken and the disabled ones."""
     listing = _listing(plugins)
     if not listing.records and not listing.selection_problems:
         return (
@@ -149,6 +151,10 @@ def format_plugins(plugins: PluginSet | PluginListing) -> str:
             lines += [f"  {name}: {status}" for name, status in statuses if status]
     else:
         lines.append("No backends are available.")
+    if listing.adapted:
+        lines.append("")
+        lines.append(f"Adapted from plugin API 1 ({len(listing.adapted)}), to update:")
+        lines += [f"  {r.label}: {message}" for r in listing.adapted for _, message in r.adapted]
     if listing.broken:
         lines.append("")
         lines.append(f"Broken plugins ({len(listing.broken)}), skipped:")
@@ -172,9 +178,11 @@ def format_backend(plugins: PluginSet | PluginListing, name: str) -> str:
     listing = _listing(plugins)
     backend = listing.backend(name)
     ops = backend["ops"]
+    record = listing.provided_by[name]
     lines = [
         f"backend       {name} {backend['version']} ({backend['device_kind']})",
-        f"plugin        {listing.provided_by[name].label}",
+        f"plugin        {record.label}",
+        *[f"adapted       {message}" for backend_name, message in record.adapted if backend_name == name],
         f"peak          {backend['peak_gflops']:g} GFLOP/s",
         *([f"here          {backend['status']}"] if backend.get("status") else []),
         f"ops ({len(ops)})".ljust(14) + ("every canonical op (it can be the fallback)"

@@ -7,7 +7,10 @@ loaded in isolation: its import, its registration against the hook specs, its
 of these steps (or a name another plugin already holds) marks that plugin
 *broken*: it is skipped, recorded with its distribution, version and error, and
 announced with a :class:`PluginWarning`, while the others load as usual
-(ARCHITECTURE.md, rule 6).
+(ARCHITECTURE.md, rule 6). A backend whose hooks are in plugin API 1's forms loads
+*adapted* (:mod:`hetero.core.plugin.compat`): the core gets an adapter that it
+calls in the current forms, the record keeps a message per adapted backend naming
+every change, and a :class:`DeprecationWarning` says it.
 
 Names are settled in one deterministic order (:func:`ordered_entry_points`):
 
@@ -53,6 +56,7 @@ import pluggy
 from hetero.core import timing
 from hetero.core.plugin import hookspecs
 from hetero.core.plugin.backend import Backend, validate_backend
+from hetero.core.plugin.compat import adapted, deprecation_message, review_hooks
 from hetero.errors import UnknownBackendError, did_you_mean
 
 #: The entry-point group every hetero plugin is declared in.
@@ -81,6 +85,9 @@ class PluginRecord:
     (``error`` says why, ``traceback`` holds the Python traceback when an
     exception caused it) or ``"disabled"`` (``disabled_by`` names the variable).
     ``bundled`` is true for the plugins hetero's own distribution declares.
+    ``adapted`` holds ``(backend, message)`` for each backend of a loaded plugin that
+    runs adapted from plugin API 1, the message naming every change and what to
+    write instead.
     """
 
     name: str
@@ -92,6 +99,7 @@ class PluginRecord:
     traceback: str = ""
     disabled_by: str | None = None
     bundled: bool = False
+    adapted: tuple[tuple[str, str], ...] = ()
 
     @property
     def status(self) -> str:
@@ -121,6 +129,11 @@ class PluginRecords:
         """The plugins left out by ``HETERO_PLUGINS`` or ``HETERO_DISABLE_PLUGINS``."""
         return [r for r in self.records if r.status == "disabled"]
 
+    @property
+    def adapted(self) -> list[PluginRecord]:
+        """The loaded plugins with a backend that runs adapted from plugin API 1."""
+        return [r for r in self.records if r.status == "loaded" and r.adapted]
+
 
 @dataclass(frozen=True)
 class PluginSet(PluginRecords):
@@ -147,7 +160,14 @@ def unknown_backend_message(
     records: Sequence[PluginRecord], selection_problems: Sequence[str] = (),
 ) -> str:
     """Why there is no backend ``name``: a did-you-mean, what there is, and the broken or
-    disabled plugins and selection problems that may explain it."""
+    disabled plugins and selection problems that may explain it. When a broken plugin
+    is the one ``name`` would come from (its entry point has that name, or validation
+    found a problem with a backend of that name), the message names only it."""
+    broken = [r for r in records if r.status == "broken"]
+    for r in broken:
+        if r.name == name or f"backend {name!r}: " in (r.error or ""):
+            return (f"backend {name!r} is broken: plugin {r.label} did not load: {r.error}. "
+                    "Run `hetero plugins` for details.")
     parts = [f"no backend named {name!r}{did_you_mean(name, list(available))}."]
     if available:
         parts.append(f"Available backends: {', '.join(sorted(available))}.")
@@ -158,7 +178,6 @@ def unknown_backend_message(
         )
     else:
         parts.append("No backend is available.")
-    broken = [r for r in records if r.status == "broken"]
     disabled = [r for r in records if r.status == "disabled"]
     parts += [f"Plugin {r.label} is broken: {r.error}." for r in broken]
     parts += [f"Plugin {r.label} is disabled by {r.disabled_by}." for r in disabled]
@@ -233,7 +252,7 @@ def discover(load: Loader[T]) -> Discovery[T]:
             record, offered = load(ep, record)
             clashes = _backend_name_clashes(record, offered, provided_by, reserved)
             if clashes:
-                record = replace(record, backends=(), error="; ".join(clashes))
+                record = replace(record, backends=(), adapted=(), error="; ".join(clashes))
             else:
                 for name, value in offered.items():
                     provided[name] = value
@@ -245,6 +264,9 @@ def discover(load: Loader[T]) -> Discovery[T]:
                 f"hetero plugin {record.label} is broken and was skipped: {record.error}",
                 PluginWarning,
             )
+        elif record.status == "loaded":
+            for _, message in record.adapted:
+                warnings.warn(f"hetero plugin {record.label}: {message}", DeprecationWarning)
     return Discovery(provided, provided_by, tuple(records), tuple(selection_problems))
 
 
@@ -362,7 +384,11 @@ def load_in_process(
         names.add(backend.name)
     if problems:
         return broken("; ".join(problems))
-    return replace(record, backends=tuple(b.name for b in provided)), {b.name: b for b in provided}
+    # Validation passed, so every hook is in the current form or in one hetero adapts.
+    changes = {b.name: review_hooks(b).changes for b in provided}
+    notes = tuple((name, deprecation_message(name, found)) for name, found in changes.items() if found)
+    return (replace(record, backends=tuple(changes), adapted=notes),
+            {b.name: adapted(b, changes[b.name]) for b in provided})
 
 
 def _plugin_name_clash(name: str, holder: PluginRecord) -> str:
