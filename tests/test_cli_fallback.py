@@ -95,3 +95,5 @@ def test_hetero_compile_says_where_the_region_ran(failing, tmp_path: Path,
     assert f"fallback  r0: failing raised {ERROR}; compiled by llvm_cpu instead" in out.splitlines()
     assert "hetero compile: warning: backend failing failed to compile region r0" in err
     assert hetero.load(str(out_file)).placements[0].backend == "llvm_cpu"
+    summary = next(line for line in out.splitlines() if line.startswith("compiled "))
+    assert summary.endswith("; r0 fell back to llvm_cpu")

@@ -168,7 +168,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(exe.partition_report + "\n")
     for fallback in exe.fallbacks:
         print(f"fallback  {fallback}")
-    print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels")
+    fell = "".join(f"; {f.region} fell back to {f.fallback}" for f in exe.fallbacks)
+    print(f"compiled {args.model} for {args.targets} in {seconds:.2f} s: {kernels} kernels{fell}")
     where = os.path.abspath(output)
     size = f"{os.path.getsize(where) / 1e6:.1f} MB"
     print(f"saved     {where} ({size})" + ("" if args.output else "; no -o/--output was given, so it is named "
