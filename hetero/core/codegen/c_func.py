@@ -41,7 +41,10 @@ then the functions. Example::
 
     func = legalize(lower_node(node), Native())
     kernel = print_c_func(func, "relu")
-    kernel.source        # a complete C99 file: cc -std=c99 -O2 -fPIC -shared -lm
+    kernel.source        # a complete C99 file: cc -std=c99 -O2 -ffp-contract=off -fPIC -shared -lm
+
+Compile with ``-ffp-contract=off`` (the default of GCC's ISO modes, not of Clang's) so that
+no multiply and add are fused: each float operation then rounds as the interpreter's.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 The compiler is ``$CC`` (split like a shell word list, so ``CC="ccache gcc"`` works) or
 ``cc`` on the PATH; none is a :class:`~hetero.plugin.CodegenError` that says to install
-one. Flags: :data:`FLAGS`, and ``-fopenmp`` for a program printed for OpenMP. ``-std=c99``
-is an ISO mode, in which GCC and Clang contract no multiply-add, so every float operation
-rounds as the interpreter's does (the C printer's contract); ``-O2`` still vectorises
-loops the printer marks independent.
+one. Flags: :data:`FLAGS`, and ``-fopenmp`` for a program printed for OpenMP.
+``-ffp-contract=off`` keeps the compiler from fusing a multiply and an add (GCC's ISO
+modes do not anyway; Clang's default would where the hardware has FMA), so every float
+operation rounds as the interpreter's does (the C printer's contract); ``-O2`` still
+vectorises the loops the printer marks independent.
 
 Cache: a library is kept in ``private_folder("example_c")`` (under ``$HETERO_CACHE_DIR``
 or ``~/.cache/hetero``) as ``<sha256>.so``, the digest of the compiler's version, the
@@ -30,7 +31,7 @@ import numpy as np
 
 from hetero.plugin import CodegenError, private_folder
 
-FLAGS = ("-std=c99", "-O2", "-fPIC", "-shared")
+FLAGS = ("-std=c99", "-O2", "-ffp-contract=off", "-fPIC", "-shared")
 INSTALL_HINT = ("example_c needs a C compiler: none was found ($CC is unset and there is no cc on the PATH); "
                 "install one (Debian/Ubuntu: apt-get install gcc; macOS: xcode-select --install) or set CC")
 
