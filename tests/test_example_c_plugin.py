@@ -30,7 +30,7 @@ import pytest
 import hetero
 from hetero.core.compiler import CompileFallbackWarning
 from hetero.core.frontend.onnx import randomize_weights
-from hetero.core.plugin import Backend, get_backend, load_plugins, validate_backend
+from hetero.core.plugin import Backend, get_backend, validate_backend
 from hetero.core.plugin.target import bind
 from hetero.errors import CodegenError, DamagedFileError, InputError, PluginError
 from hetero.plugin import GraphBuilder, run_reference
@@ -50,7 +50,7 @@ except PackageNotFoundError:
 
 @pytest.fixture(scope="module")
 def example_c() -> Backend:
-    return load_plugins(reload=True).get("example_c")
+    return get_backend("example_c")
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
