@@ -225,14 +225,15 @@ def run_hetero(site: Path, *args: str, **env: str) -> subprocess.CompletedProces
                           check=False)
 
 
-def run_conformance(folder: Path, backend: str, *args: str) -> tuple[dict[str, Any], ET.Element]:
-    """``hetero conformance BACKEND [ARGS]`` in a fresh process; its JSON report and JUnit suite.
+def run_conformance(folder: Path, backend: str, *args: str, **env: str) -> tuple[dict[str, Any], ET.Element]:
+    """``hetero conformance BACKEND [ARGS]`` in a fresh process (with ``env`` over
+    :func:`hetero_environment`'s); its JSON report and JUnit suite.
 
     Fails the calling test, with the end of the output, unless the run exits 0 and
     prints the matrix, and unless JUnit counts no failure or error.
     """
     report, junit = folder / "matrix.json", folder / "junit.xml"
-    done = run_hetero(folder, "conformance", backend, *args, "--json", str(report), "--junit", str(junit))
+    done = run_hetero(folder, "conformance", backend, *args, "--json", str(report), "--junit", str(junit), **env)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "hetero conformance matrix" in done.stdout
     data = json.loads(report.read_text())
