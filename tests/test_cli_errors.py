@@ -245,3 +245,14 @@ def test_compile_without_o_says_where_it_wrote(tmp_path: Path, capsys: pytest.Ca
 def test_the_repository_ignores_saved_executables() -> None:
     ignored = (Path(__file__).resolve().parent.parent / ".gitignore").read_text().split()
     assert "*.hetero" in ignored
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_answer_without_importing_the_compiler(flag: str) -> None:
+    # Counted in modules, not seconds: onnx (and ml_dtypes through it) and the compile
+    # driver are what made these take over a second.
+    code = ("import sys\nfrom hetero.cli import main\ntry:\n    main([%r])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('onnx', 'ml_dtypes', 'numpy', 'hetero.core.compiler', 'llvmlite') "
+            "if m in sys.modules)\nprint('heavy:', heavy)" % flag)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "heavy: []"
