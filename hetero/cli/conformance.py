@@ -8,7 +8,7 @@ import sys
 import warnings
 from typing import Any
 
-from hetero.cli.common import check_writable
+from hetero.cli.common import UsageError, check_writable
 
 
 def add_parser(subs: Any) -> None:
@@ -24,6 +24,10 @@ def add_parser(subs: Any) -> None:
     conformance.add_argument("--max-examples", type=int, metavar="N",
                              help="cases drawn per op and dtype (default 5)")
     conformance.add_argument("--ops", metavar="OP,OP", help="check only these ops op by op")
+    conformance.add_argument("--seed", metavar="N|random", default=None,
+                             help="draw the cases from seed N (default: the fixed draw every run makes, "
+                                  "as CI runs it); 'random' picks a new seed and prints it, so a longer "
+                                  "search for new cases can be replayed: --seed random --max-examples 50")
     conformance.add_argument("-O", "--option", action="append", default=[], metavar="NAME=VALUE",
                              help="a compile option of the backend for every check (repeatable), "
                                   "e.g. -O cuda_emulate=true")
@@ -46,6 +50,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     from hetero.testing.plugin import SUITE
 
     _check_backend(args.backend)
+    seed = _seed(args.seed)
     for flag, path in (("--json", args.json), ("--junit", args.junit)):
         if path is not None:
             check_writable(path, flag)  # before the suite's minutes, not after
@@ -63,12 +68,29 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     for option, value in (("--hetero-known-failures", args.known_failures),
                           ("--hetero-report-json", args.json), ("--junitxml", args.junit),
                           ("--hetero-max-examples", args.max_examples),
-                          ("--hetero-ops", args.ops)):
+                          ("--hetero-ops", args.ops), ("--hetero-seed", seed)):
         if value is not None:
             argv += [option, str(value)]
     for item in args.option:
         argv += ["--hetero-option", item]
     return 0 if pytest.main(argv) == pytest.ExitCode.OK else 1
+
+
+def _seed(text: str | None) -> int | None:
+    """``--seed``: None for the fixed draw, a number, or a fresh one for 'random'."""
+    if text is None:
+        return None
+    if text == "random":
+        import secrets
+
+        return secrets.randbelow(2**31 - 1) + 1
+    try:
+        seed = int(text)
+    except ValueError:
+        raise UsageError(f"--seed {text!r}: give a whole number, or 'random'") from None
+    if seed < 0:
+        raise UsageError(f"--seed {seed}: give a number of 0 or more (0 is the fixed draw)")
+    return seed
 
 
 def _check_backend(name: str) -> None:

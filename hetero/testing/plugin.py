@@ -18,6 +18,10 @@ Options:
 - ``--hetero-report-json FILE``: write the report (:mod:`hetero.testing.matrix`).
 - ``--hetero-option NAME=VALUE`` (repeatable): a compile option of the backend, for
   every check (``cuda_emulate=true``: the cuda backend's kernels run in the interpreter).
+- ``--hetero-seed N``: draw the cases from seed N. Without it (or with 0) every run
+  makes the same fixed draw, on every machine, as CI does; a seed gives another draw,
+  the same again for the same seed. The seed is printed in the report's header and
+  summary, with the command that replays it.
 
 JUnit XML comes from pytest's own ``--junitxml FILE``; test names read as
 ``test_op[Conv-float32]``. The JSON report's ``details`` carry each failed check's
@@ -47,6 +51,9 @@ DEFAULT_MAX_EXAMPLES = 5
 #: The backend's compile options for this run (``--hetero-option``), read by the suite.
 BACKEND_OPTIONS: dict[str, object] = {}
 
+#: The seed cases are drawn from (``--hetero-seed``); 0, the fixed draw, by default.
+SEED = [0]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the ``--hetero-*`` options."""
@@ -63,6 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the op x dtype matrix and every check's outcome as JSON")
     group.addoption("--hetero-option", metavar="NAME=VALUE", action="append", default=[],
                     help="a compile option of the backend for every check (repeatable)")
+    group.addoption("--hetero-seed", metavar="N", type=int, default=0,
+                    help="draw the cases from seed N (default 0: the fixed draw every run makes)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,6 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
     known = _read_known_failures(config.getoption("hetero_known_failures"))
     BACKEND_OPTIONS.clear()
     BACKEND_OPTIONS.update(_read_options(config.getoption("hetero_option")))
+    if config.getoption("hetero_seed") < 0:
+        raise pytest.UsageError("--hetero-seed must be 0 (the fixed draw) or more")
+    SEED[0] = config.getoption("hetero_seed")
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         config.args.append(str(SUITE))
     else:
@@ -122,6 +134,14 @@ def _read_known_failures(path: str | None) -> list[KnownFailure]:
     return known
 
 
+def _seed_line(backend: str) -> str:
+    """Which draw the cases came from, and how to make it again."""
+    if SEED[0] == 0:
+        return ("cases from the fixed draw (seed 0), the same on every run; search anew with "
+                f"hetero conformance {backend} --seed random --max-examples 50")
+    return f"cases drawn from seed {SEED[0]}; replay them with hetero conformance {backend} --seed {SEED[0]}"
+
+
 # eq=False: pluggy keeps registered plugins in sets, so it must stay hashable.
 @dataclass(eq=False)
 class Conformance:
@@ -139,6 +159,10 @@ class Conformance:
 
             self.report = Report(self.backend)
         return self.report
+
+    @pytest.hookimpl
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return f"hetero conformance of {self.backend}: {_seed_line(self.backend)}"
 
     @pytest.hookimpl
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -185,6 +209,7 @@ class Conformance:
         report.version = _version(self.backend)
         terminalreporter.section("hetero conformance matrix")
         terminalreporter.write_line(report.table())
+        terminalreporter.write_line(_seed_line(self.backend))
         stale = [e for e in self.known if not e.matched]
         for entry in stale:
             terminalreporter.write_line(

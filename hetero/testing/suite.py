@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis.errors import NoSuchExample
 
 import hetero
@@ -57,7 +57,7 @@ from hetero.testing.cases import (
 )
 from hetero.testing.matrix import NOT_RUN_PREFIX, UNSUPPORTED_PREFIX
 from hetero.testing.models import MODELS, calibration_inputs, model_inputs
-from hetero.testing.plugin import BACKEND_OPTIONS
+from hetero.testing.plugin import BACKEND_OPTIONS, SEED
 
 #: Generated cases tried per dtype when a backend declines an op's example case.
 ACCEPTED_SEARCH = 50
@@ -245,16 +245,22 @@ def _pattern_example(backend: Backend, pattern: Pattern) -> Graph:
 # -- truthfulness -----------------------------------------------------------------
 
 
-def _settings(max_examples: int) -> settings:
-    """Derandomized, database-free hypothesis settings: a run is the same on every machine.
+def _settings(max_examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Database-free hypothesis settings drawing from the run's seed (``--hetero-seed``):
+    derandomized for 0, the fixed draw, so a run is the same on every machine; seeded
+    otherwise, so a failure found by a search replays from the printed seed.
 
     Shrinking is off: each example is a compile, and the failure is reported with
     the case as drawn (``case.describe()``) rather than after hundreds more compiles.
     """
-    return settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
-                    phases=(Phase.explicit, Phase.generate),
-                    suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much))
+    chosen = SEED[0]
+    configured = settings(max_examples=max_examples, deadline=None, derandomize=chosen == 0, database=None,
+                          phases=(Phase.explicit, Phase.generate),
+                          suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                 HealthCheck.filter_too_much))
+    if chosen == 0:
+        return configured
+    return lambda test: seed(chosen)(configured(test))
 
 
 def _declined(backend: Backend, graph: Graph) -> str | None:
