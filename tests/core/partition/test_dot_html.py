@@ -9,6 +9,8 @@ headless: the browser's DOM and a screenshot show the page builds and paints.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -251,7 +253,62 @@ def _png_size(path: Path) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (Debian: apt-get install chromium)")
+#: Run in the page once it has laid out: what a person would see wrong, as JSON in the DOM.
+_LAYOUT_CHECK = """<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth;
+  const visible = (el) => {
+    const box = el.getBoundingClientRect(), style = getComputedStyle(el);
+    return box.width > 0 && box.height > 0 && style.display !== "none" && style.visibility !== "hidden";
+  };
+  const result = {width: width, pageWidth: document.documentElement.scrollWidth, clipped: [],
+                  offPage: [], tables: {}, regionCells: []};
+  for (const el of document.body.querySelectorAll("*")) {
+    const style = getComputedStyle(el);
+    if (["hidden", "clip"].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+      result.clipped.push(el.tagName + ":" + el.textContent.slice(0, 40));
+    if (el.getBoundingClientRect().right > width + 1)
+      result.offPage.push(el.tagName + ":" + el.textContent.slice(0, 40));
+  }
+  for (const h2 of document.querySelectorAll("h2")) {
+    let next = h2.nextElementSibling;
+    while (next && next.tagName === "P") next = next.nextElementSibling;
+    if (next && next.tagName === "TABLE") {
+      result.tables[h2.textContent] = {rows: next.rows.length, visible: visible(next)};
+      if (h2.textContent === "Regions")
+        for (const row of Array.from(next.rows).slice(1))
+          result.regionCells.push([row.cells[0].textContent, visible(row.cells[0])]);
+    }
+  }
+  const out = document.createElement("pre");
+  out.id = "layout-check";
+  out.textContent = JSON.stringify(result);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (Debian: apt-get install chromium; "
+                                                  ".ci/run installs it)")
+def test_the_html_report_lays_out_whole_in_a_browser(site, tmp_path: Path) -> None:
+    """As a person opens it at a laptop's width: nothing runs off the page or is clipped,
+    and every region row and the memory table are there to see."""
+    browser = _chromium()
+    _, part = resnet50_partition(site)
+    page = tmp_path / "checked.html"
+    page.write_text(to_html(part).replace("</body>", _LAYOUT_CHECK + "\n</body>"), encoding="utf-8")
+    dom = _headless(browser, "--window-size=1280,1600", "--dump-dom", page.as_uri()).stdout
+    found = json.loads(html.unescape(dom.split('<pre id="layout-check">')[1].split("</pre>")[0]))
+    assert found["pageWidth"] <= found["width"], f"the page is wider than the window: {found['offPage'][:5]}"
+    assert found["offPage"] == [] and found["clipped"] == []
+    assert [name for name, _ in found["regionCells"]] == [r.name for r in part.regions]
+    assert all(shown for _, shown in found["regionCells"])
+    for title in ("Regions", "Memory", "Coverage"):
+        assert found["tables"][title]["visible"] and found["tables"][title]["rows"] > 1, title
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (Debian: apt-get install chromium; "
+                                                  ".ci/run installs it)")
 def test_resnet50_html_opens_in_headless_chromium(site, tmp_path: Path) -> None:
     browser = _chromium()
     _, part = resnet50_partition(site)
