@@ -17,7 +17,8 @@ Every codegen backend lowers to this one IR (ARCHITECTURE.md, rule 4) and render
 - Checks and execution: :func:`verify_func` and :func:`func_problems`; :func:`run_func`,
   the interpreter (numpy semantics, threads and barriers included).
 - Legalisation to primitives: :func:`legalize` with the renderer's :class:`Native`
-  declaration, :func:`check_legal`; :func:`canonical_names` renames a function's
+  declaration, :func:`check_legal`; :func:`remove_dead_buffers` drops the intermediates
+  nothing reads; :func:`canonical_names` renames a function's
   buffers and variables so equal kernels compare equal.
 - Registries a backend extends: :func:`register_scope`, :func:`register_intrinsic`,
   :func:`register_thread_axis`, :func:`register_annotation`.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from hetero.core.ir.tir.buffer import Buffer, Partition, flat_index
 from hetero.core.ir.tir.canon import canonical_names
+from hetero.core.ir.tir.dead import remove_dead_buffers
 from hetero.core.ir.tir.compute import (
     IterVar, Reduce, Tensor, compute, lower, max_, min_, placeholder, reduce_axis, sum_,
 )
@@ -61,6 +63,6 @@ __all__ = [
     "const", "eq", "exprs_of", "flat_index", "format_expr", "format_func", "format_stmt", "func_problems", "ge",
     "gt", "le", "legalize", "logical_and", "logical_or", "lower", "lt", "max_", "maximum", "mentions", "min_",
     "minimum", "ne", "placeholder", "reduce_axis", "register_annotation", "register_intrinsic", "register_scope",
-    "register_thread_axis", "run_func", "select", "seq", "shift_right", "stores_in_loops", "substitute",
-    "substitute_stmt", "sum_", "verify_func", "walk",
+    "register_thread_axis", "remove_dead_buffers", "run_func", "select", "seq", "shift_right", "stores_in_loops",
+    "substitute", "substitute_stmt", "sum_", "verify_func", "walk",
 ]

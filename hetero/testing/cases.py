@@ -79,7 +79,8 @@ from hetero.testing.cases_base import (
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-__all__ = ["OpCase", "Tolerance", "case_dtypes", "compare_outputs", "edge_case", "example_case", "op_cases"]
+__all__ = ["REGRESSIONS", "OpCase", "Tolerance", "case_dtypes", "compare_outputs", "edge_case", "example_case", "op_cases",
+           "regression_cases"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,24 @@ def edge_case(op: str, dtype: str | None = None) -> OpCase | None:
     draw = SeededDraw(zlib.crc32(f"{op}:{chosen}:edge".encode()), edges=True)
     case = _make(op, chosen, draw)
     return case if draw.took_edge else None
+
+
+#: Draws that once caught a backend's bug, kept so every run meets them again, whatever
+#: its seed: (op, dtype) to the seeds of :class:`SeededDraw` that make them. Each is
+#: described where it was found; ``tests/testing/test_cases.py`` checks that each seed
+#: still makes the case it names.
+REGRESSIONS: dict[tuple[str, str], tuple[int, ...]] = {
+    # A one-pixel-wide axis, nearest, reflection, align_corners: the source coordinate
+    # was computed and never read, and fpga_hls's C simulation refused the unused variable.
+    ("GridSample", "int8"): (46,),
+    ("GridSample", "bool"): (46,),
+    ("GridSample", "float32"): (172,),
+}
+
+
+def regression_cases(op: str, dtype: str) -> list[OpCase]:
+    """The kept draws of ``op`` in ``dtype`` (:data:`REGRESSIONS`), run before the drawn ones."""
+    return [_make(op, dtype, SeededDraw(seed)) for seed in REGRESSIONS.get((op, dtype), ())]
 
 
 def compare_outputs(case: OpCase, got: Mapping[str, np.ndarray]) -> str | None:

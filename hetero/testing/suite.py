@@ -52,6 +52,7 @@ from hetero.testing.cases import (
     case_dtypes,
     compare_outputs,
     edge_case,
+    regression_cases,
     example_case,
     op_cases,
 )
@@ -315,6 +316,9 @@ def test_op(backend: Backend, op: str, dtype: str, max_examples: int,
     edge = edge_case(op, dtype)
     if edge is not None and _declined(backend, edge.graph) is None:
         check_one(edge)
+    for kept in regression_cases(op, dtype):
+        if _declined(backend, kept.graph) is None:
+            check_one(kept)
 
     @_settings(max_examples)
     @given(case=op_cases(op, dtype))

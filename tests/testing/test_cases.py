@@ -252,3 +252,18 @@ def test_the_suite_catches_a_backend_that_clamps_indices() -> None:
         raise InputError("node gather (Gather): index out of range")
 
     _check_case(_Backend(refusing), case)
+
+
+def test_each_kept_regression_still_makes_the_case_it_names() -> None:
+    from hetero.testing.cases import REGRESSIONS, regression_cases
+
+    for (op, dtype), seeds in REGRESSIONS.items():
+        cases = regression_cases(op, dtype)
+        assert len(cases) == len(seeds)
+        for case in cases:
+            node = case.graph.nodes[0]
+            assert node.op == op and str(node.inputs[0].dtype) == dtype
+            if op == "GridSample":  # a one-wide spatial axis, nearest, reflection, align_corners
+                assert 1 in node.inputs[0].shape[2:]
+                assert (node.attrs["mode"], node.attrs["padding_mode"], node.attrs["align_corners"]) == (
+                    "nearest", "reflection", 1)

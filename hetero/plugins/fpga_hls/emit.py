@@ -61,7 +61,7 @@ from hetero.plugin import CodegenError
 from hetero.plugin.codegen import C_INCLUDES, CExprPrinter, c_type, split_stages
 from hetero.plugin.tir import (
     Allocate, Binary, Buffer, Call, Cast, Const, Expr, For, ForKind, Load, Native, PrimFunc, Select, StmtExprVisitor,
-    StmtFunctor, Store, legalize, verify_func, walk,
+    StmtFunctor, Store, legalize, remove_dead_buffers, verify_func, walk,
 )
 from hetero.plugins.fpga_hls.fixed import FixedFormat, KernelFormats, integer_bits
 
@@ -316,7 +316,9 @@ def emit_hls(func: PrimFunc, top: str | None = None, printer: type[HlsExprPrinte
     formats before ``_top``); with ``formats``, its float32 values in fixed point
     (:class:`FixedExprPrinter`); see the module's docstring for what is written."""
     verify_func(func)
-    func = legalize(func, Native())
+    # An intermediate nothing reads (a coordinate a one-wide axis made unused) would be a
+    # variable set but never used, which the C simulation's -Werror refuses.
+    func = remove_dead_buffers(legalize(func, Native()))
     if top is None:  # a fixed-point kernel's name tells its formats apart (auto gives one function several)
         tag = "" if formats is None else "_fx" + hashlib.sha256(
             json.dumps(formats.to_json(), sort_keys=True).encode()).hexdigest()[:8]
