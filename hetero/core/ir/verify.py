@@ -7,6 +7,8 @@ pass.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from hetero.core.ir.graph import Graph, complete_attrs, infer_node
@@ -34,6 +36,9 @@ def problems(graph: Graph) -> list[str]:
                              f"{TensorType.of(v.data)}")
             defined.add(id(v))
     node_names: set[str] = set()
+    # How often each node is listed among each value's users, counted once for the graph:
+    # counting per node would walk a shared constant's users once per user (quadratic).
+    listed = Counter((id(v), id(u)) for v in graph.values.values() for u in v.users)
     for node in graph.nodes:
         where = f"node {node.name} ({node.op})"
         if node.name in node_names:
@@ -51,7 +56,7 @@ def problems(graph: Graph) -> list[str]:
                 rule = ("used before it is defined (nodes out of topological order)"
                         if graph.values.get(v.name) is v else "is not a value of this graph")
                 found.append(f"{where}: input {v.name} {rule}")
-            elif sum(1 for u in v.users if u is node) != sum(1 for i in node.inputs if i is v):
+            elif listed[id(v), id(node)] != sum(1 for i in node.inputs if i is v):
                 found.append(f"{where}: input {v.name} does not list this node among its users")
         for v in node.outputs:
             if v.producer is not node:
