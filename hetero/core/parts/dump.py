@@ -26,8 +26,15 @@ ahead-of-time object file beside the assembly).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 import re
+from typing import TYPE_CHECKING
+
+from hetero.core.ir.printer import format_node
+
+if TYPE_CHECKING:
+    from hetero.core.ir.graph import Node
 
 #: The stages, in the order a kernel passes through them.
 STAGES = ("graph", "tir", "scheduled", "legalized", "code", "report")
@@ -61,6 +68,10 @@ class StageDump:
         else:
             path.write_text(content if content.endswith("\n") else content + "\n")
         return path
+
+    def nodes(self, name: str, nodes: Iterable[Node]) -> Path | None:
+        """Write the ``graph`` stage of step ``name``: its nodes as text, one a line."""
+        return self.write("graph", name, "txt", "\n".join(format_node(node) for node in nodes))
 
 
 __all__ = ["STAGES", "StageDump"]
