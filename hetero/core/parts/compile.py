@@ -20,8 +20,8 @@ so every backend dumps the same layout. What it returns builds the backend's
     def compile(self, subgraph, target):
         return MyPart(*compile_steps(subgraph, target, MyBuilder()))
 
-A backend that compiles its kernels together (llvm_cpu: every step lowered and scheduled,
-then LLVM on all the distinct functions at once, in parallel) does that in
+A backend that compiles its kernels together (every step lowered and scheduled, then
+the distinct functions compiled at once, in parallel) does that in
 :meth:`KernelBuilder.prepare`, and each :meth:`~KernelBuilder.build` picks its kernel up.
 """
 
@@ -56,7 +56,7 @@ class BuiltStep(Generic[K]):
     ``kernel`` is the backend's kernel object (the :class:`~hetero.core.parts.part.Step`'s);
     ``stages`` gives the step's dump files (:data:`StageFile`), called only when the
     compile dumps; ``inputs``, when set, are the values the kernel's parameters read
-    instead of the step's (llvm_cpu's packed weights, which the builder's
+    instead of the step's (weights packed for the kernel, which the builder's
     :attr:`~KernelBuilder.constants` hold).
     """
 
@@ -70,7 +70,7 @@ class KernelBuilder(Generic[K]):
     calls :meth:`prepare` once, then :meth:`build` for each step in order."""
 
     #: The arrays a step may read by name, when not only the graph's constants
-    #: (llvm_cpu's packed weights); None: the graph's constants.
+    #: (weights packed for a kernel); None: the graph's constants.
     constants: Mapping[str, np.ndarray] | None = None
 
     def prepare(self, steps: Sequence[KernelStep]) -> None:

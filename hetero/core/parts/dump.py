@@ -13,14 +13,14 @@ graph      the step's graph nodes as text (after the backend's graph passes)
 tir        the step lowered to the tensor IR
 scheduled  the tensor IR after the backend's schedule
 legalized  the scheduled IR legalised to the renderer's primitives
-code       the target code: LLVM IR and assembly (llvm_cpu), NVVM IR and PTX (cuda),
-           HLS C++ (fpga_hls), NPU assembly (npu_sim), C (a C backend)
+code       the target code: LLVM IR and assembly, NVVM IR and PTX, HLS C++, NPU
+           assembly, C
 report     what the target says of it: ptxas's figures, the HLS estimate, the NPU
            timeline, the kernel's launch
 ========== ==============================================================================
 
-A backend writes the stages it has (npu_sim, which compiles graph nodes straight to its
-instructions, has no tensor IR) and may add files of its own to a stage folder (an
+A backend writes the stages it has (one that compiles graph nodes straight to its
+instructions has no tensor IR) and may add files of its own to a stage folder (an
 ahead-of-time object file beside the assembly).
 """
 

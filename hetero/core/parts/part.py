@@ -93,8 +93,8 @@ class Step(Generic[K]):
 
 class Clock:
     """Times one run's launches on the host: :meth:`start` before a launch, :meth:`stop`
-    with its name after. A device whose launches are asynchronous (cuda's events)
-    subclasses it."""
+    with its name after. A device whose launches are asynchronous (timed by a GPU's
+    events) subclasses it."""
 
     def __init__(self) -> None:
         self._entries: list[tuple[str, float]] = []
