@@ -114,7 +114,7 @@ def test_compile_saves_an_executable_that_run_loads(tmp_path: Path, capsys: pyte
                              "--dump", str(tmp_path / "dump"))
     assert code == 0, err
     assert "1 kernels" in out and saved.exists()
-    assert (tmp_path / "dump" / "llvm_cpu" / "llvm").is_dir()
+    assert list((tmp_path / "dump" / "llvm_cpu" / "code").glob("*.ll"))
     code, out, _ = run_cli(capsys, "run", str(saved), "--report")
     assert code == 0
     assert "output    y: f32[2,3]" in out and "y (Relu)" in out

@@ -10,7 +10,8 @@ import pytest
 
 import hetero.plugin as plugin
 from hetero.plugin import (
-    GraphBuilder, Support, any_of, attribute, bind, chain, check, constant_inputs, dtypes, max_rank, ops,
+    GraphBuilder, Support, any_of, attribute, bind, chain, check, constant_inputs, dtypes, max_rank,
+    nonempty_outputs, ops,
 )
 from toyplugin import ToyBackend
 
@@ -85,6 +86,12 @@ def test_rank_constant_and_attribute_filters() -> None:
     axis = attribute("Softmax", "axis", lambda a: a == 1, "acc softmaxes the last axis only")  # canonical: -1 is 1
     assert axis(_node("Softmax", axis=-1), TARGET) and axis(_node("Relu"), TARGET)
     assert axis(_node("Softmax", axis=0), TARGET).reason == "acc softmaxes the last axis only (n has axis=0)"
+
+
+def test_a_node_with_an_empty_output_is_refused_by_name() -> None:
+    empty = nonempty_outputs("acc")
+    assert empty(_node(shape=(2, 3)), TARGET)
+    assert empty(_node(shape=(2, 0)), TARGET).reason == "n produces an empty tensor; acc needs at least one element"
 
 
 def test_a_check_from_a_predicate_sees_the_target() -> None:

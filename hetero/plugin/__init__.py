@@ -23,7 +23,7 @@ guide, ``docs/plugin-guide.md``, walks through it).
   :class:`Declarations` (what :meth:`Backend.declare` returns) and :func:`bind`.
 - Support combinators after torch.fx's ``OperatorSupport``: :func:`chain`,
   :func:`any_of`, :func:`check`, :func:`ops`, :func:`dtypes`, :func:`max_rank`,
-  :func:`constant_inputs`, :func:`attribute`.
+  :func:`constant_inputs`, :func:`attribute`, :func:`nonempty_outputs`.
 - What a backend reads and declares: the graph IR (:class:`Graph`, :class:`Node`,
   :class:`Value`, :class:`TensorType`, :class:`GraphBuilder`), the pattern language
   (:class:`Op`, :class:`Var`, :class:`Const`, :class:`Match`), the memory
@@ -72,7 +72,7 @@ from hetero.core.plugin.capabilities import (
 from hetero.core.plugin.gpus import GPU_PRESETS, GpuSpec
 from hetero.core.plugin.hookspecs import hookimpl
 from hetero.core.plugin.support import (
-    Check, any_of, attribute, chain, check, constant_inputs, dtypes, max_rank, ops,
+    Check, any_of, attribute, chain, check, constant_inputs, dtypes, max_rank, nonempty_outputs, ops,
 )
 from hetero.core.plugin.target import Declarations, Option, Target, bind
 from hetero.core.runtime.archive import (
@@ -96,8 +96,8 @@ __all__ = [
     "ScheduleError", "ShapeError", "SimulationError", "StepUse", "Support", "Target", "TensorType", "Value", "Var",
     "analyze_step_liveness", "any_of", "as_dtype", "attribute", "bind", "block_layout", "chain", "check",
     "constant_inputs", "constants_member", "device_of", "did_you_mean", "dtypes", "extract_subgraph",
-    "format_bytes", "hookimpl", "index_checks", "index_problem", "max_rank", "member_view", "npz_bytes",
-    "op_names", "open_zip", "ops", "pads_groups", "plan_arena", "private_folder", "progress", "read_constants",
-    "read_manifest", "read_member", "read_npz", "rewrite", "roofline", "rounding_shift", "run_from_host",
-    "run_reference", "saved_index_check", "timing", "transfer", "validate_backend", "write_zip",
+    "format_bytes", "hookimpl", "index_checks", "index_problem", "max_rank", "member_view", "nonempty_outputs",
+    "npz_bytes", "op_names", "open_zip", "ops", "pads_groups", "plan_arena", "private_folder", "progress",
+    "read_constants", "read_manifest", "read_member", "read_npz", "rewrite", "roofline", "rounding_shift",
+    "run_from_host", "run_reference", "saved_index_check", "timing", "transfer", "validate_backend", "write_zip",
 ]

@@ -13,21 +13,28 @@ graph      the step's graph nodes as text (after the backend's graph passes)
 tir        the step lowered to the tensor IR
 scheduled  the tensor IR after the backend's schedule
 legalized  the scheduled IR legalised to the renderer's primitives
-code       the target code: LLVM IR and assembly (llvm_cpu), NVVM IR and PTX (cuda),
-           HLS C++ (fpga_hls), NPU assembly (npu_sim), C (a C backend)
+code       the target code: LLVM IR and assembly, NVVM IR and PTX, HLS C++, NPU
+           assembly, C
 report     what the target says of it: ptxas's figures, the HLS estimate, the NPU
            timeline, the kernel's launch
 ========== ==============================================================================
 
-A backend writes the stages it has (npu_sim, which compiles graph nodes straight to its
-instructions, has no tensor IR) and may add files of its own to a stage folder (an
+A backend writes the stages it has (one that compiles graph nodes straight to its
+instructions has no tensor IR) and may add files of its own to a stage folder (an
 ahead-of-time object file beside the assembly).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 import re
+from typing import TYPE_CHECKING
+
+from hetero.core.ir.printer import format_node
+
+if TYPE_CHECKING:
+    from hetero.core.ir.graph import Node
 
 #: The stages, in the order a kernel passes through them.
 STAGES = ("graph", "tir", "scheduled", "legalized", "code", "report")
@@ -61,6 +68,10 @@ class StageDump:
         else:
             path.write_text(content if content.endswith("\n") else content + "\n")
         return path
+
+    def nodes(self, name: str, nodes: Iterable[Node]) -> Path | None:
+        """Write the ``graph`` stage of step ``name``: its nodes as text, one a line."""
+        return self.write("graph", name, "txt", "\n".join(format_node(node) for node in nodes))
 
 
 __all__ = ["STAGES", "StageDump"]

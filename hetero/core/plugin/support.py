@@ -5,8 +5,9 @@ target and returns a :class:`~hetero.core.plugin.backend.Support`; :func:`chain`
 accepts a node when every check does (the first refusal, with its reason, wins) and
 :func:`any_of` when one does. The filters cover what most backends refuse by: the op
 (:func:`ops`), the dtypes of the tensors a node reads and writes (:func:`dtypes`), their
-ranks (:func:`max_rank`), inputs that must be constant (:func:`constant_inputs`) and an
-attribute's value (:func:`attribute`). A backend's ``supports`` is then one line::
+ranks (:func:`max_rank`), inputs that must be constant (:func:`constant_inputs`), an
+attribute's value (:func:`attribute`) and empty outputs (:func:`nonempty_outputs`). A
+backend's ``supports`` is then one line::
 
     CHECK = chain(ops({"Relu", "MatMul"}, "my_npu"), dtypes({np.float32}, "my_npu"), max_rank(4, "my_npu"))
 
@@ -115,3 +116,12 @@ def attribute(op: str, name: str, allowed: Callable[[Any], bool], reason: str) -
     says what is not implemented."""
     return check(lambda node, _: node.op != op or allowed(node.attrs.get(name)),
                  lambda node: f"{reason} ({node.name} has {name}={node.attrs.get(name)!r})")
+
+
+def nonempty_outputs(backend: str) -> Check:
+    """Accept a node whose outputs all hold at least one element. Constant folding leaves
+    an empty tensor only as the output of a node computing from an empty operand (a
+    reduction over an empty axis), which a backend whose kernels loop over their
+    outputs may refuse."""
+    return check(lambda node, _: all(v.type.size for v in node.outputs),
+                 lambda node: f"{node.name} produces an empty tensor; {backend} needs at least one element")

@@ -9,31 +9,36 @@ reason otherwise; it refuses nothing because this machine has no GPU (the partit
 still shows what the GPU would take). :meth:`CudaBackend.compile` groups anchors with
 their epilogues as the CPU does, lowers each group, builds one kernel per stage
 (schedule, NVPTX render, ptxas against the device's limits: :mod:`.build`) and returns
-a :class:`~hetero.plugins.cuda.part.CudaPart`; a kernel that fails to build is a
-PluginError naming the node, so the region falls back. With a dump folder every kernel's
-stages are written: ``tir/`` (the scheduled tensor IR), ``llvm/`` (NVVM IR), ``ptx/``
-and ``ptxas/`` (what ptxas reported).
+a :class:`~hetero.plugins.cuda.part.CudaPart` (through the shared compile loop,
+:func:`~hetero.plugin.parts.compile_steps`); a kernel that fails to build is a
+PluginError naming the node, so the region falls back. With a dump folder every step's
+stages are written: the tensor IR as lowered, then per kernel scheduled and legalised,
+NVVM IR and PTX in ``code/`` (``<step>.<k>.ptx`` for the k-th kernel of a step of
+several) and what ptxas reported in ``report/``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hetero.plugin import (
-    Backend, Declarations, GPU_PRESETS, GpuSpec, Graph, HeteroError, Node, Option, OptionError, PluginError, Support,
-    Target, index_checks, op_names, progress, roofline,
+    Backend, Declarations, GPU_PRESETS, GpuSpec, Graph, HeteroError, Node, Option, OptionError, Support, Target,
+    chain, check, index_checks, nonempty_outputs, op_names, roofline,
 )
-from hetero.plugin.lower import VIEW_OPS, fuse_epilogues, is_lowerable, kernel_steps, lower_node, region_constants
-from hetero.plugin.tir import canonical_names
+from hetero.plugin.lower import VIEW_OPS, KernelStep, is_lowerable, lower_node
+from hetero.plugin.parts import BuiltStep, KernelBuilder, StageFile, compile_steps, lowerable
+from hetero.plugin.tir import PrimFunc, canonical_names, legalize
 from hetero.plugins.cuda.build import BuiltFunction, build_function
 from hetero.plugins.cuda.driver import probe
-from hetero.plugins.cuda.part import CudaPart, Step, make_step
+from hetero.plugins.cuda.part import CudaPart, StepKernels, step_kernels
+from hetero.plugins.cuda.render import NVPTX_NATIVE, lane_views
 from hetero.plugins.cuda.schedules import THREADS_PER_BLOCK, default_schedule
 
-VERSION = "0.1.0"
+#: Part of every compile-cache key: 0.2 artifacts have the shared step parts' manifest
+#: (hetero.plugin.parts), which 0.1's lack.
+VERSION = "0.2.0"
 
 #: Ops whose lowerings are sequential statements (scans, recurrences, sorts, scatters and a
 #: determinant's elimination: no loop the GPU schedules may run in parallel) or always read
@@ -106,24 +111,7 @@ class CudaBackend(Backend):
         return Declarations(spec.memory_hierarchy(), spec.peak_gflops, (), settings)
 
     def supports(self, node: Node, target: Target) -> Support:
-        if node.op in SEQUENTIAL_OPS:
-            return Support.no(f"{node.op} lowers to sequential statements the GPU schedules cannot spread over "
-                              "threads; it runs on the CPU")
-        if not is_lowerable(node.op):
-            return Support.no(f"cuda has no lowering for {node.op}")
-        if any(v.type.size == 0 for v in node.outputs):
-            return Support.no(f"{node.name} produces an empty tensor; cuda needs at least one element")
-        if index_checks(node):
-            return Support.no(f"{node.name} ({node.op}) reads with run-time indices, which are checked on the "
-                              "host before use; the cuda kernels do not check them on the device")
-        if node.op in VIEW_OPS:
-            return Support.yes()
-        settings: CudaSettings = target.settings
-        try:
-            default_schedule(lower_node(node), settings.spec, settings.threads_per_block)
-        except HeteroError as exc:
-            return Support.no(f"cuda cannot schedule {node.name} ({node.op}): {exc}")
-        return Support.yes()
+        return SUPPORTS(node, target)
 
     def estimate(self, subgraph: Graph, target: Target) -> float:
         """A roofline per node over the part of the GPU its outputs can fill (one thread per
@@ -141,48 +129,75 @@ class CudaBackend(Backend):
 
     def compile(self, subgraph: Graph, target: Target) -> CudaPart:
         settings: CudaSettings = target.settings
-        graph = fuse_epilogues(subgraph)
-        plan = kernel_steps(graph, VIEW_OPS)
-        steps: list[Step] = []
-        built: dict[str, BuiltFunction] = {}
-        for index, step in enumerate(plan):
-            progress.step("kernel", index + 1, len(plan), step.node.name)
-            if step.view is not None:
-                steps.append(Step(step.label, step.inputs, step.outputs, step.names, view=step.view))
-                continue
-            func = step.lower()
-            canonical = canonical_names(func)
-            try:
-                if canonical.name not in built:
-                    built[canonical.name] = build_function(canonical, settings.spec, settings.threads_per_block)
-            except HeteroError as exc:
-                raise PluginError(f"cuda could not build {step.label}: {exc}") from exc
-            function = built[canonical.name]
-            if target.dump_dir is not None:
-                _dump(target.dump_dir, func.name, function)
-            steps.append(make_step(step.label, function, step.inputs, step.outputs, step.names, settings.emulate))
-        progress.end("kernel")
-        constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
-        return CudaPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
-                        constants, aliases, settings.spec, settings.emulate)
+        return CudaPart(*compile_steps(subgraph, target, _Builder(settings)), spec=settings.spec,
+                        emulate=settings.emulate)
 
     def load_artifact(self, artifact: bytes) -> CudaPart:
         return CudaPart.from_artifact(artifact)
 
 
-def _dump(folder: Path, name: str, function: BuiltFunction) -> None:
-    """Every stage of each kernel of one node or group: tensor IR, NVVM IR, PTX, ptxas's report."""
+def _schedules(node: Node, target: Target) -> Support:
+    """Whether the default GPU schedule binds every stage of ``node`` (a view needs none)."""
+    if node.op in VIEW_OPS:
+        return Support.yes()
+    settings: CudaSettings = target.settings
+    try:
+        default_schedule(lower_node(node), settings.spec, settings.threads_per_block)
+    except HeteroError as exc:
+        return Support.no(f"cuda cannot schedule {node.name} ({node.op}): {exc}")
+    return Support.yes()
+
+
+#: What cuda refuses, each with its reason.
+SUPPORTS = chain(
+    check(lambda node, _: node.op not in SEQUENTIAL_OPS,
+          lambda node: f"{node.op} lowers to sequential statements the GPU schedules cannot spread over threads; "
+                       "it runs on the CPU"),
+    lowerable("cuda"),
+    nonempty_outputs("cuda"),
+    check(lambda node, _: not index_checks(node),
+          lambda node: f"{node.name} ({node.op}) reads with run-time indices, which are checked on the host before "
+                       "use; the cuda kernels do not check them on the device"),
+    _schedules,
+)
+
+
+class _Builder(KernelBuilder[StepKernels]):
+    """cuda's kernels: each step lowered and built once per distinct function (equal up to
+    names), one kernel per stage (:func:`~hetero.plugins.cuda.build.build_function`)."""
+
+    def __init__(self, settings: CudaSettings) -> None:
+        self.settings = settings
+        self._built: dict[str, BuiltFunction] = {}
+
+    def build(self, step: KernelStep) -> BuiltStep[StepKernels]:
+        func = step.lower()
+        canonical = canonical_names(func)
+        if canonical.name not in self._built:
+            self._built[canonical.name] = build_function(canonical, self.settings.spec,
+                                                         self.settings.threads_per_block)
+        function = self._built[canonical.name]
+        return BuiltStep(step_kernels(function, len(step.inputs), self.settings.emulate),
+                         lambda: _stages(func, function))
+
+
+def _stages(func: PrimFunc, function: BuiltFunction) -> list[StageFile]:
+    """Every dump stage of one step: its tensor IR, then per kernel (``<k>.`` before the
+    suffix when there are several) the scheduled and legalised IR, NVVM IR, PTX and
+    what ptxas reported."""
+    files: list[StageFile] = [("tir", "txt", str(func))]
     for k, built in enumerate(function.kernels):
-        stem = name if len(function.kernels) == 1 else f"{name}_{k}"
+        tag = f"{k}." if len(function.kernels) > 1 else ""
         report = built.report
         figures = (f"kernel {built.kernel.name} for {report.arch}: {report.registers} registers, "
                    f"{report.shared_bytes} bytes shared, {report.local_bytes} bytes local, "
                    f"{report.spill_stores_bytes + report.spill_loads_bytes} bytes spilled; launch grid "
                    f"{built.kernel.launch.grid} block {built.kernel.launch.block}\n")
-        for stage, suffix, text in (("tir", "txt", str(built.func)), ("llvm", "ll", built.kernel.llvm_ir),
-                                    ("ptx", "ptx", built.kernel.ptx), ("ptxas", "txt", figures + report.log)):
-            (folder / stage).mkdir(parents=True, exist_ok=True)
-            (folder / stage / f"{stem}.{suffix}").write_text(text)
+        files += [("scheduled", f"{tag}txt", str(built.func)),
+                  ("legalized", f"{tag}txt", str(legalize(lane_views(built.func)[0], NVPTX_NATIVE))),
+                  ("code", f"{tag}ll", built.kernel.llvm_ir), ("code", f"{tag}ptx", built.kernel.ptx),
+                  ("report", f"{tag}txt", figures + report.log)]
+    return files
 
 
 __all__ = ["CudaBackend", "CudaSettings", "LAUNCH_SECONDS", "detected_device"]

@@ -23,10 +23,14 @@ back), runs the part once on the calibration sample and reports each output's co
 similarity to the float reference. The estimate is still the float design's (see
 :mod:`.estimate`).
 
-With a dump folder, every kernel is exported as a Vitis HLS project of its own: the
-kernel's ``.cpp`` and ``.h``, a testbench that replays captured inputs against captured
-outputs (seeded inputs, the C simulation's outputs), the ``.bin`` files they read, a
-``run_hls.tcl`` that runs C simulation and synthesis, and the estimate beside it.
+The compile is the shared loop (:func:`~hetero.plugin.parts.compile_steps`) with
+fpga_hls's builder. With a dump folder, every step's stages are written (the tensor IR
+as lowered, scheduled and legalised, the C++ and header in ``code/``, the estimate in
+``report/``), and every kernel is exported under ``hls_projects/`` as a Vitis HLS project
+of its own: the kernel's ``.cpp`` and ``.h``, a testbench that replays captured inputs
+against captured outputs (seeded inputs, the C simulation's outputs), the ``.bin`` files
+they read, a ``run_hls.tcl`` that runs C simulation and synthesis, and the estimate
+beside it.
 """
 
 from __future__ import annotations
@@ -39,12 +43,13 @@ from typing import Any
 import numpy as np
 
 from hetero.plugin import (
-    Backend, Declarations, Graph, HeteroError, Node, Option, PluginError, Support, Target, index_checks, op_names,
-    progress, roofline, run_reference,
+    Backend, Declarations, Graph, HeteroError, Node, Option, PluginError, Support, Target, chain, check,
+    nonempty_outputs, op_names, roofline, run_reference,
 )
-from hetero.plugin.lower import VIEW_OPS, fuse_epilogues, is_lowerable, kernel_steps, lower_node, region_constants
-from hetero.plugin.tir import PrimFunc, canonical_names
-from hetero.plugins.fpga_hls.csim import compile_kernel, find_gxx
+from hetero.plugin.lower import VIEW_OPS, KernelStep, is_lowerable, lower_node
+from hetero.plugin.parts import BuiltStep, KernelBuilder, StageFile, compile_steps, lowerable
+from hetero.plugin.tir import Native, PrimFunc, canonical_names, legalize
+from hetero.plugins.fpga_hls.csim import CsimKernel, compile_kernel, find_gxx
 from hetero.plugins.fpga_hls.device import DEFAULT_PART, PRESETS, FpgaPart
 from hetero.plugins.fpga_hls.emit import HlsKernel, emit_hls
 from hetero.plugins.fpga_hls.estimate import Estimate, estimate
@@ -52,10 +57,12 @@ from hetero.plugins.fpga_hls.fixed import (
     FixedOption, ap_types_dir, calibration_sample, calibration_values, cosine_similarity, kernel_formats,
     observed_ranges, parse_option,
 )
-from hetero.plugins.fpga_hls.part import Figures, HlsPart, HlsStep, writeable
+from hetero.plugins.fpga_hls.part import Figures, HlsPart, HlsStepKernel, writeable
 from hetero.plugins.fpga_hls.schedules import default_schedule
 
-VERSION = "0.1.0"
+#: Part of every compile-cache key: 0.2 artifacts have the shared step parts' manifest
+#: (hetero.plugin.parts), which 0.1's lack.
+VERSION = "0.2.0"
 
 #: dtypes the emitted C++ computes in (the narrow floats and sub-byte ints have no C type).
 DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "bool", "int8", "uint8", "int16", "uint16",
@@ -117,6 +124,13 @@ class FpgaHlsBackend(Backend):
         self.peak_gflops = part.peak_gops
         self.supported_ops = frozenset(op for op in op_names() if is_lowerable(op))
         self._plans: dict[tuple[str, FpgaPart], Estimate | HeteroError] = {}
+        self._supports = chain(
+            lowerable("fpga_hls"),
+            check(lambda node, _: not _without_cpp_type(node),
+                  lambda node: f"fpga_hls has no C++ type for {', '.join(_without_cpp_type(node))}"),
+            nonempty_outputs("fpga_hls"),
+            self._fits,
+        )
 
     def device_status(self) -> str:
         """C simulation needs g++; without it nothing here can run the kernels."""
@@ -130,14 +144,10 @@ class FpgaHlsBackend(Backend):
         return Declarations(part.memory_hierarchy(), part.peak_gops, (), HlsSettings(part, fixed))
 
     def supports(self, node: Node, target: Target) -> Support:
-        if not is_lowerable(node.op):
-            return Support.no(f"fpga_hls has no lowering for {node.op}")
-        odd = sorted({str(v.dtype) for v in (*node.inputs, *node.outputs)
-                      if v is not None and str(v.dtype) not in DTYPES})
-        if odd:
-            return Support.no(f"fpga_hls has no C++ type for {', '.join(odd)}")
-        if any(v.type.size == 0 for v in node.outputs):
-            return Support.no(f"{node.name} produces an empty tensor; fpga_hls needs at least one element")
+        return self._supports(node, target)
+
+    def _fits(self, node: Node, target: Target) -> Support:
+        """Whether ``node``'s default HLS schedule fits the target's part (a view needs none)."""
         if node.op in VIEW_OPS:
             return Support.yes()
         settings: HlsSettings = target.settings
@@ -178,49 +188,72 @@ class FpgaHlsBackend(Backend):
 
     def compile(self, subgraph: Graph, target: Target) -> HlsPart:
         settings: HlsSettings = target.settings
-        graph = fuse_epilogues(subgraph)
-        plan = kernel_steps(graph, VIEW_OPS)
-        steps: list[HlsStep] = []
-        built: dict[tuple[str, tuple[str, ...]], BuiltKernel] = {}
-        compiled = {}
         fixed = settings.fixed
         if not fixed.is_float:
             try:
                 ap_types_dir()
             except HeteroError as exc:
                 raise PluginError(f"fpga_hls (fpga_fixed={fixed}): {exc}") from exc
-        values = calibration_values(subgraph) if fixed.is_auto else {}
-        for index, step in enumerate(plan):
-            progress.step("kernel", index + 1, len(plan), step.node.name)
-            if step.view is not None:
-                steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, view=step.view))
-                continue
-            func = canonical_names(step.lower())
-            sample = {b.name: values[v] for b, v in zip(func.params, step.inputs) if v in values}
-            key = (func.name, step.inputs if fixed.is_auto else ())  # auto: formats follow the inputs
-            try:
-                if key not in built:
-                    built[key] = build(func, settings.part, fixed, sample)
-                    compiled[built[key].kernel.top] = compile_kernel(built[key].kernel)
-            except HeteroError as exc:
-                raise PluginError(f"fpga_hls could not build {step.label}: {exc}") from exc
-            kernel = built[key]
-            r = kernel.estimate.resources
-            figures = Figures(kernel.estimate.cycles, r.dsp, r.bram_18k, r.uram, r.lut, r.ff)
-            steps.append(HlsStep(step.label, step.inputs, step.outputs, step.names, kernel.kernel, figures,
-                                 kernel.estimate.table(), tuple(c for n in step.members for c in index_checks(n))))
-        progress.end("kernel")
-        constants, aliases = region_constants(graph, (n for s in steps for n in s.inputs))
-        part = HlsPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs), steps,
-                       constants, aliases, settings.part, compiled)
+        builder = _Builder(settings, calibration_values(subgraph) if fixed.is_auto else {})
+        part = HlsPart(*compile_steps(subgraph, target, builder), part=settings.part, compiled=builder.compiled)
         if not fixed.is_float:
             part.fixed_note = fixed_comparison(part, subgraph, fixed)
         if target.dump_dir is not None:
-            export_projects(target.dump_dir, part, graph)
+            export_projects(target.dump_dir / "hls_projects", part)
         return part
 
     def load_artifact(self, artifact: bytes) -> HlsPart:
         return HlsPart.from_artifact(artifact)
+
+
+def _without_cpp_type(node: Node) -> list[str]:
+    """The dtypes of ``node``'s tensors that the emitted C++ has no type for."""
+    return sorted({str(v.dtype) for v in (*node.inputs, *node.outputs) if v is not None and str(v.dtype) not in DTYPES})
+
+
+class _Builder(KernelBuilder[HlsStepKernel]):
+    """fpga_hls's kernels: each step lowered, scheduled, estimated and emitted once per
+    distinct function (for ``auto`` fixed point, per distinct inputs too, whose ranges
+    give its formats), its C simulation compiled (:attr:`compiled`, by top function)."""
+
+    def __init__(self, settings: HlsSettings, values: Mapping[str, np.ndarray]) -> None:
+        self.settings = settings
+        self.values = values  # the calibration sample's values, for auto fixed point
+        self.compiled: dict[str, CsimKernel] = {}
+        self._built: dict[tuple[str, tuple[str, ...]], BuiltKernel] = {}
+
+    def build(self, step: KernelStep) -> BuiltStep[HlsStepKernel]:
+        fixed = self.settings.fixed
+        lowered = step.lower()
+        func = canonical_names(lowered)
+        key = (func.name, step.inputs if fixed.is_auto else ())  # auto: formats follow the inputs
+        if key not in self._built:
+            sample = {b.name: self.values[v] for b, v in zip(func.params, step.inputs) if v in self.values}
+            made = build(func, self.settings.part, fixed, sample)
+            self.compiled[made.kernel.top] = compile_kernel(made.kernel)
+            self._built[key] = made
+        made = self._built[key]
+        r = made.estimate.resources
+        figures = Figures(made.estimate.cycles, r.dsp, r.bram_18k, r.uram, r.lut, r.ff)
+        kernel = HlsStepKernel(made.kernel, figures, made.estimate.table())
+        return BuiltStep(kernel, lambda: _stages(step, lowered, made, self.settings.part))
+
+
+def _stages(step: KernelStep, lowered: PrimFunc, made: BuiltKernel, part: FpgaPart) -> list[StageFile]:
+    """Every dump stage of one step: its tensor IR as lowered, scheduled and legalised,
+    its C++ and header, and its estimate."""
+    return [("tir", "txt", str(lowered)), ("scheduled", "txt", str(made.func)),
+            ("legalized", "txt", str(legalize(made.func, Native()))),
+            ("code", "cpp", made.kernel.source), ("code", "h", made.kernel.header),
+            ("report", "txt", _estimate_text(step.label, made.kernel, (*step.inputs, *step.outputs),
+                                             made.estimate.table(), part))]
+
+
+def _estimate_text(name: str, kernel: HlsKernel, values: tuple[str, ...], table: str, part: FpgaPart) -> str:
+    """A kernel's estimate on ``part``, with the formats it computes in (``values`` are the
+    graph values its parameters hold)."""
+    formats = "float32" if kernel.formats is None else kernel.formats.describe(dict(zip(kernel.param_names, values)))
+    return f"{name} on {part.summary()}\ncomputes in {formats}\n\n{table}\n"
 
 
 def fixed_comparison(part: HlsPart, graph: Graph, fixed: FixedOption) -> str:
@@ -236,32 +269,29 @@ def fixed_comparison(part: HlsPart, graph: Graph, fixed: FixedOption) -> str:
             + ("; ".join(parts) or "no float outputs"))
 
 
-def export_projects(folder: Path, part: HlsPart, graph: Graph) -> None:
+def export_projects(folder: Path, part: HlsPart) -> None:
     """A Vitis HLS project per kernel of ``part`` under ``folder``: the kernel, a testbench,
     the captured data it replays, a Tcl script and the estimate."""
     rng = np.random.default_rng(0)
-    constants = {n: v.data for n, v in graph.values.items() if v.data is not None}
     for step in part.steps:
         if step.kernel is None:
             continue
-        kernel = step.kernel
+        kernel = step.kernel.hls
         where = folder / kernel.top
         (where / "data").mkdir(parents=True, exist_ok=True)
         (where / f"{kernel.top}.cpp").write_text(kernel.source)
         (where / f"{kernel.top}.h").write_text(kernel.header)
         n_in = len(step.inputs)
-        arrays = [np.asarray(constants[name], b.dtype) if name in constants else _sample(rng, b.shape, b.dtype)
-                  for name, b in zip(step.inputs, kernel.params)]
+        arrays = [np.asarray(part.constants[name], b.dtype) if name in part.constants
+                  else _sample(rng, b.shape, b.dtype) for name, b in zip(step.inputs, kernel.params)]
         outs = [np.zeros(b.shape, b.dtype) for b in kernel.params[n_in:]]
         part.csim(step)(*(writeable(a) for a in arrays), *outs)
         for b, a in zip(kernel.params, [*arrays, *outs]):
             np.asarray(a, order="C").tofile(where / "data" / f"{b.name}.bin")
         (where / f"tb_{kernel.top}.cpp").write_text(_testbench(kernel, n_in))
         (where / "run_hls.tcl").write_text(_tcl(kernel, part.part))
-        formats = "float32" if kernel.formats is None else kernel.formats.describe(
-            dict(zip(kernel.param_names, (*step.inputs, *step.outputs))))
-        (where / "estimate.txt").write_text(f"{step.name} on {part.part.summary()}\ncomputes in {formats}\n\n"
-                                            f"{step.table}\n")
+        (where / "estimate.txt").write_text(_estimate_text(step.name, kernel, (*step.inputs, *step.outputs),
+                                                           step.kernel.table, part.part))
 
 
 def _sample(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -1,12 +1,14 @@
 """A compiled fpga_hls region: its HLS kernels, run by C simulation, with their estimates.
 
 :class:`HlsPart` is what :meth:`~hetero.plugins.fpga_hls.backend.FpgaHlsBackend.compile`
-returns. Each :class:`HlsStep` is one graph node or fused group emitted as one top
-function (:func:`~hetero.plugins.fpga_hls.emit.emit_hls`), or a view (a Reshape of a value
-the region made). ``run`` calls each kernel's C simulation (:mod:`.csim`: the same C++,
+returns: a :class:`~hetero.plugin.parts.StepPart` whose steps are graph nodes or fused
+groups, each emitted as one top function (:func:`~hetero.plugins.fpga_hls.emit.emit_hls`,
+kept with its estimate as an :class:`HlsStepKernel`), or views (a Reshape of a value the
+region made). ``run`` calls each kernel's C simulation (:mod:`.csim`: the same C++,
 compiled by g++, called through ctypes) on the arrays of the part's :attr:`device`, a
-memory of its own standing for the card's DDR or HBM, so the executable copies values in
-and out as it would over PCIe. Each step keeps its estimate (latency in cycles,
+memory of its own standing for the card's DDR or HBM (the intermediates in one planned
+arena of it), so the executable copies values in and out as it would over PCIe. Each
+step keeps its estimate (latency in cycles,
 resources against the part), which :meth:`HlsPart.report` tabulates with the format
 each kernel computes in (``float32``, or its ``ap_fixed`` compute format: :mod:`.fixed`)
 and, for a fixed-point compile, the cosine similarity of its outputs to the float
@@ -18,18 +20,14 @@ constants; loading it compiles the C++ again (from g++'s cache when it is there)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-import json
-import time
 from typing import Any
 
 import numpy as np
 
-from hetero.plugin import (
-    DamagedFileError, InputError, NumpyDevice, as_dtype, constants_member, index_problem, open_zip, read_constants,
-    read_manifest, read_member, saved_index_check, write_zip,
-)
+from hetero.plugin import NumpyDevice, as_dtype
+from hetero.plugin.parts import ArrayType, Clock, Step, StepPart
 from hetero.plugin.tir import Buffer
 from hetero.plugins.fpga_hls.csim import CsimKernel, compile_kernel
 from hetero.plugins.fpga_hls.device import PRESETS, FpgaPart
@@ -52,20 +50,14 @@ class Figures:
     ff: int
 
 
-@dataclass
-class HlsStep:
-    """One node or fused group as one HLS kernel over graph values (inputs, then outputs, in
-    parameter order); or, with ``view`` set, its one output as its one input reshaped."""
+@dataclass(frozen=True)
+class HlsStepKernel:
+    """One step's HLS kernel (its top function over graph values: inputs, then outputs, in
+    parameter order), its estimate's figures and the estimate's table."""
 
-    name: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    nodes: tuple[str, ...]
-    kernel: HlsKernel | None = None
-    figures: Figures | None = None
-    table: str = ""
-    checks: tuple[tuple[str, int, Any, bool], ...] = ()
-    view: tuple[int, ...] | None = None
+    hls: HlsKernel
+    figures: Figures
+    table: str
 
 
 def writeable(array: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -74,76 +66,68 @@ def writeable(array: np.ndarray, dtype: Any = None) -> np.ndarray:
     return a if a.flags.c_contiguous and a.flags.writeable else np.array(a, order="C", copy=True)
 
 
-class HlsPart:
+class HlsPart(StepPart[HlsStepKernel]):
     """A region's HLS kernels, run in order by C simulation on :data:`CARD`."""
 
+    backend = "fpga_hls"
     device = CARD
 
-    def __init__(self, inputs: tuple[str, ...], outputs: tuple[str, ...], steps: Sequence[HlsStep],
+    def __init__(self, inputs: Sequence[str], outputs: Sequence[str], steps: Sequence[Step[HlsStepKernel]],
                  constants: Mapping[str, np.ndarray], aliases: Mapping[str, str], part: FpgaPart,
                  compiled: Mapping[str, CsimKernel] | None = None, fixed_note: str = "") -> None:
-        self.inputs = inputs
-        self.outputs = outputs
-        self.steps = list(steps)
-        self.constants = dict(constants)
-        self._writeable = {n: writeable(a) for n, a in self.constants.items()}
-        self.aliases = dict(aliases)
         self.part = part
-        self.last_profile: list[tuple[str, float]] = []
         self._compiled = dict(compiled or {})
         #: For a fixed-point compile, how its outputs compare with the float reference on
         #: the calibration sample (cosine similarity, largest error); empty in float32.
         self.fixed_note = fixed_note
-
-    @property
-    def kernel_count(self) -> int:
-        return sum(step.kernel is not None for step in self.steps)
+        super().__init__(inputs, outputs, steps, constants, aliases)
 
     @property
     def cycles(self) -> int:
         """The estimated latency of one run, the kernels one after another."""
-        return sum(step.figures.cycles for step in self.steps if step.figures is not None)
+        return sum(step.kernel.figures.cycles for step in self.steps if step.kernel is not None)
 
-    def csim(self, step: HlsStep) -> CsimKernel:
+    def csim(self, step: Step[HlsStepKernel]) -> CsimKernel:
         """The C simulation of ``step``'s kernel, compiled on first use (g++ caches it)."""
-        assert step.kernel is not None
-        if step.kernel.top not in self._compiled:
-            self._compiled[step.kernel.top] = compile_kernel(step.kernel)
-        return self._compiled[step.kernel.top]
+        hls = step.kernel.hls
+        if hls.top not in self._compiled:
+            self._compiled[hls.top] = compile_kernel(hls)
+        return self._compiled[hls.top]
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env = self._execute(inputs)
-        return {name: env[self.aliases.get(name, name)] for name in self.outputs}
+    def launch(self, step: Step[HlsStepKernel], arrays: list[np.ndarray], clock: Clock) -> None:
+        n = len(step.inputs)
+        # The kernel never writes an input (its pointer is const), but ctypes takes writeable arrays.
+        ins = [writeable(a, b.dtype) for a, b in zip(arrays[:n], step.kernel.hls.params)]
+        csim = self.csim(step)
+        clock.start()
+        csim(*ins, *arrays[n:])
+        clock.stop(step.name)
 
-    def run_intermediates(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env = self._execute(inputs)
-        values = {name: env[name] for step in self.steps for name in step.outputs}
-        values.update((name, env[self.aliases.get(name, name)]) for name in self.outputs)
-        return values
+    def kernel_output_types(self, step: Step[HlsStepKernel]) -> list[ArrayType]:
+        return [(tuple(b.shape), np.dtype(b.dtype)) for b in step.kernel.hls.params[len(step.inputs):]]
 
-    def _execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        env: dict[str, np.ndarray] = dict(self._writeable)
-        env.update({name: np.asarray(inputs[name], order="C") for name in self.inputs})
-        profile = []
-        for step in self.steps:
-            if step.view is not None:
-                env[step.outputs[0]] = env[step.inputs[0]].reshape(step.view)
-                continue
-            assert step.kernel is not None
-            for value, axis, size, wraps in step.checks:
-                problem = index_problem(env[value], axis, size, wraps)
-                if problem is not None:
-                    raise InputError(f"{step.name}: {value}: {problem}")
-            params = step.kernel.params
-            # The kernel never writes an input (its pointer is const), but ctypes takes writeable arrays.
-            ins = [writeable(env[n], b.dtype) for n, b in zip(step.inputs, params)]
-            outs = [np.zeros(b.shape, b.dtype) for b in params[len(step.inputs):]]
-            start = time.perf_counter()
-            self.csim(step)(*ins, *outs)
-            profile.append((step.name, time.perf_counter() - start))
-            env.update(zip(step.outputs, outs))
-        self.last_profile = profile
-        return env
+    def save_kernel(self, step: Step[HlsStepKernel]) -> tuple[dict[str, Any], dict[str, bytes | str]]:
+        hls = step.kernel.hls
+        saved = {"top": hls.top, "table": step.kernel.table,
+                 "params": [[b.name, list(b.shape), np.dtype(b.dtype).name] for b in hls.params],
+                 "formats": hls.formats.to_json() if hls.formats is not None else None,
+                 "figures": list(vars(step.kernel.figures).values())}
+        return saved, {"cpp": hls.source, "h": hls.header}
+
+    @classmethod
+    def load_kernel(cls, saved: dict[str, Any], read: Callable[[str], bytes],
+                    settings: dict[str, Any]) -> HlsStepKernel:
+        params = tuple(Buffer(n, tuple(int(d) for d in shape), as_dtype(dtype)) for n, shape, dtype in saved["params"])
+        formats = KernelFormats.from_json(saved["formats"]) if saved["formats"] is not None else None
+        hls = HlsKernel(saved["top"], read("cpp").decode(), read("h").decode(), params, formats)
+        return HlsStepKernel(hls, Figures(*(int(v) for v in saved["figures"])), str(saved["table"]))
+
+    def saved_settings(self) -> dict[str, Any]:
+        return {"part": self.part.name, "fixed_note": self.fixed_note}
+
+    @classmethod
+    def restore(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        return {"part": PRESETS[settings["part"]], "fixed_note": str(settings["fixed_note"])}
 
     def report(self) -> str:
         """Per kernel: the format its float32 values compute in, estimated cycles and
@@ -154,17 +138,16 @@ class HlsPart:
         rows = [head]
         total = [0] * 6
         notes = []
-        for step in self.steps:
-            f = step.figures
-            if f is None:
-                continue
+        kernels = [step for step in self.steps if step.kernel is not None]
+        for step in kernels:
+            f = step.kernel.figures
             figures = (f.cycles, f.dsp, f.bram_18k, f.uram, f.lut, f.ff)
             total = [a + b for a, b in zip(total, figures)]
-            formats = step.kernel.formats if step.kernel is not None else None
+            formats = step.kernel.hls.formats
             fmt = "float32" if formats is None else str(formats.compute)
             if formats is not None and set(formats.buffers.values()) - {formats.compute}:
                 fmt += "*"
-                values = dict(zip((b.name for b in step.kernel.params), (*step.inputs, *step.outputs)))
+                values = dict(zip(step.kernel.hls.param_names, (*step.inputs, *step.outputs)))
                 notes.append(f"  * {step.name}: {formats.describe(values)}")
             rows.append((step.name, fmt, str(f.cycles), f"{f.cycles / part.clock_mhz:.1f}", *map(str, figures[1:])))
         have = (part.dsp, part.bram_18k, part.uram, part.lut, part.ff)
@@ -175,7 +158,7 @@ class HlsPart:
         lines = [f"{self.kernel_count} HLS kernels for {part.summary()}; estimates (no synthesis), run by C simulation"]
         lines += ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                   for r in rows]
-        largest = max((s for s in self.steps if s.figures is not None), key=lambda s: s.figures.dsp, default=None)
+        largest = max(kernels, key=lambda s: s.kernel.figures.dsp, default=None)
         lines.append("  each kernel is a design of its own: a design fits when each fits the part, and the one with "
                      f"the most DSPs is {largest.name}" if largest is not None else "  no kernels")
         lines += notes
@@ -183,56 +166,5 @@ class HlsPart:
             lines.append(f"  {self.fixed_note}")
         return "\n".join(lines)
 
-    @property
-    def artifact(self) -> bytes:
-        """A zip of the manifest, every kernel's C++ and header, and the constants."""
-        manifest = {
-            "inputs": list(self.inputs), "outputs": list(self.outputs), "aliases": self.aliases,
-            "part": self.part.name, "constants": list(self.constants), "fixed_note": self.fixed_note,
-            "steps": [{"name": s.name, "inputs": list(s.inputs), "outputs": list(s.outputs), "nodes": list(s.nodes),
-                       "checks": [list(c) for c in s.checks],
-                       **({"view": list(s.view)} if s.view is not None else {
-                           "top": s.kernel.top, "table": s.table,
-                           "params": [[b.name, list(b.shape), np.dtype(b.dtype).name] for b in s.kernel.params],
-                           "formats": s.kernel.formats.to_json() if s.kernel.formats is not None else None,
-                           "figures": list(vars(s.figures).values()) if s.figures is not None else None})}
-                      for s in self.steps],
-        }
-        members: list[tuple[str, bytes | str]] = [("manifest.json", json.dumps(manifest))]
-        for i, s in enumerate(self.steps):
-            if s.kernel is not None:
-                members += [(f"hls/{i}.cpp", s.kernel.source), (f"hls/{i}.h", s.kernel.header)]
-        members.append(constants_member(self.constants))
-        return write_zip(members)
 
-    @classmethod
-    def from_artifact(cls, artifact: bytes) -> HlsPart:
-        """The part whose :attr:`artifact` is ``artifact``; a named error for one that is damaged."""
-        source = "fpga_hls artifact"
-        with open_zip(artifact, source) as zf:
-            manifest = read_manifest(zf, source)
-            try:
-                steps = []
-                for i, s in enumerate(manifest["steps"]):
-                    names = tuple(s["inputs"]), tuple(s["outputs"]), tuple(s["nodes"])
-                    checks = tuple(saved_index_check(c) for c in s.get("checks", []))
-                    if "view" in s:
-                        steps.append(HlsStep(s["name"], *names, view=tuple(int(d) for d in s["view"])))
-                        continue
-                    params = tuple(Buffer(n, tuple(int(d) for d in shape), as_dtype(dtype))
-                                   for n, shape, dtype in s["params"])
-                    formats = KernelFormats.from_json(s["formats"]) if s.get("formats") is not None else None
-                    kernel = HlsKernel(s["top"], read_member(zf, f"hls/{i}.cpp", source).decode(),
-                                       read_member(zf, f"hls/{i}.h", source).decode(), params, formats)
-                    figures = Figures(*(int(v) for v in s["figures"])) if s["figures"] is not None else None
-                    steps.append(HlsStep(s["name"], *names, kernel, figures, str(s["table"]), checks))
-                constants = read_constants(zf, source, manifest["constants"])
-                return cls(tuple(manifest["inputs"]), tuple(manifest["outputs"]), steps, constants,
-                           dict(manifest["aliases"]), PRESETS[manifest["part"]],
-                           fixed_note=str(manifest.get("fixed_note", "")))
-            except (KeyError, IndexError, TypeError, ValueError) as exc:
-                raise DamagedFileError(f"{source}: its manifest is incomplete or malformed "
-                                       f"({type(exc).__name__}: {exc}); recompile the model") from None
-
-
-__all__ = ["CARD", "Figures", "HlsPart", "HlsStep", "writeable"]
+__all__ = ["CARD", "Figures", "HlsPart", "HlsStepKernel", "writeable"]

@@ -1,41 +1,49 @@
 """The llvm_cpu backend: every canonical op, compiled to machine code for the host CPU.
 
-``compile`` groups anchors with their epilogues (:mod:`hetero.core.passes.fuse`),
-lowers each group or lone node to the tensor IR, applies the default CPU schedule,
-and JIT-compiles it; the kernels make an :class:`~hetero.plugins.llvm_cpu.part.LlvmCpuPart`.
+``compile`` runs llvm_cpu's graph passes (epilogues grouped with their anchors, grouped
+convolutions split, the blocked layout: :func:`kernel_graph`) and hands the region to the
+shared compile loop (:func:`~hetero.plugin.parts.compile_steps`) with its builder: every
+kernel step lowered to the tensor IR, given the default CPU schedule (or a tuned one)
+and its weight packing, then LLVM on all the distinct functions at once, on the host's
+cores; the kernels make an :class:`~hetero.plugins.llvm_cpu.part.LlvmCpuPart`. With a
+dump folder each step's stages are written (the tensor IR as lowered, scheduled and
+legalised, LLVM IR and assembly in ``code/``, the launch in ``report/``); the ``aot``
+option adds an object file and assembly for another target (``code/<step>.aot.o``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hetero.plugin import (
     Backend, Declarations, Graph, MemoryHierarchy, MemoryLevel, Node, Option, OptionError, Support, Target,
-    block_layout, index_checks, op_names, pads_groups, progress, timing,
+    block_layout, chain, nonempty_outputs, op_names, pads_groups, progress, timing,
 )
-from hetero.plugin.lower import VIEW_OPS, KernelStep, fuse_epilogues, is_lowerable, kernel_steps
+from hetero.plugin.lower import KernelStep, fuse_epilogues, is_lowerable
+from hetero.plugin.parts import BuiltStep, KernelBuilder, StageFile, compile_steps, lowerable
 from hetero.plugin.schedule import TUNED_OPTION, Trace, TuningTask
-from hetero.plugin.tir import PrimFunc, canonical_names
+from hetero.plugin.tir import PrimFunc, canonical_names, legalize
 from hetero.plugins.llvm_cpu import tuning, tuning_features
+from hetero.plugins.llvm_cpu.exprs import CPU_NATIVE
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
-from hetero.plugins.llvm_cpu.part import LlvmCpuPart, Step
+from hetero.plugins.llvm_cpu.part import LlvmCpuPart
 from hetero.plugins.llvm_cpu.prepack import ConstantPacker
 from hetero.plugins.llvm_cpu.target import emit_assembly, emit_object, host_features
 from hetero.plugins.llvm_cpu.ungroup import ungroup_convs
 
-#: Part of every compile-cache key: 0.2 artifacts have packed stage entries for the
-#: native runtime, which 0.1's lack, so their entries are never asked for again.
-VERSION = "0.2.0"
+#: Part of every compile-cache key: 0.3 artifacts have the shared step parts' manifest
+#: (hetero.plugin.parts), which 0.2's lack, so their entries are never asked for again.
+VERSION = "0.3.0"
 
-
+#: What llvm_cpu refuses: ops without a lowering, and empty outputs.
+SUPPORTS = chain(lowerable("llvm_cpu"), nonempty_outputs("llvm_cpu"))
 
 
 def _host_memory() -> MemoryHierarchy:
@@ -102,50 +110,14 @@ class LlvmCpuBackend(Backend):
         return replace(super().declare(options), computes_int8=bool(options["int8"]))
 
     def supports(self, node: Node, target: Target) -> Support:
-        if node.op not in self.supported_ops:
-            return Support.no(f"llvm_cpu has no lowering for {node.op}")
-        if any(v.type.size == 0 for v in node.outputs):
-            return Support.no(f"{node.name} produces an empty tensor; llvm_cpu needs at least one element")
-        return Support.yes()
+        return SUPPORTS(node, target)
 
     def compile(self, subgraph: Graph, target: Target) -> LlvmCpuPart:
-        threads = _threads(target)
-        dump = target.dump_dir
-        tuned = target.options[TUNED_OPTION] or {}
         graph = kernel_graph(subgraph, target)
-        packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
-                                graph.values)
-        plan = kernel_steps(graph, VIEW_OPS)
-        # Every kernel's function first, then LLVM's work on all of them at once (on the
-        # host's cores), then the kernels, each a cache hit.
-        made: list[_KernelFunction | None] = []
-        for index, step in enumerate(plan):
-            progress.step("kernel", index + 1, len(plan), step.node.name)
-            made.append(None if step.view is not None else _kernel_function(step, threads, packer, tuned))
-        progress.end("kernel")
-        progress.step("LLVM", 0, 0, f"{sum(m is not None for m in made)} kernels")
-        compile_all((m.canonical for m in made if m is not None), compile_workers(host().cores))
-        progress.end("LLVM")
-        steps: list[Step] = []
-        for step, kf in zip(plan, made):
-            if kf is None:
-                # A fresh array of ours that no caller holds: viewing it is safe and free.
-                steps.append(Step(step.label, None, step.inputs, step.outputs, step.names, view=step.view))
-                continue
-            kernel = compile_kernel(kf.canonical, threads, kf.trace)
-            if dump is not None:
-                _dump(dump, kf.name, kernel, kf.scheduled, target.options["aot"])
-            steps.append(Step(step.label, kernel, kf.inputs, step.outputs, step.names,
-                              tuple(c for n in step.members for c in index_checks(n))))
-        used = {n for s in steps for n in s.inputs}
-        constants = {name: data for name, data in packer.constants.items() if name in used}
-        aliases = {v.name: v.name for v in graph.outputs if v.producer is None}
-        for v in graph.outputs:
-            if v.data is not None:
-                constants[v.name] = v.data
+        builder = _Builder(graph, _threads(target), target.options[TUNED_OPTION] or {}, target.options["aot"])
+        compiled = compile_steps(graph, target, builder, fused=True)
         with timing.phase("plan arena", OWNER):
-            return LlvmCpuPart(tuple(v.name for v in graph.inputs), tuple(v.name for v in graph.outputs),
-                               steps, constants, aliases)
+            return LlvmCpuPart(*compiled)
 
     def load_artifact(self, artifact: bytes | memoryview) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
@@ -184,15 +156,43 @@ def kernel_graph(subgraph: Graph, target: Target) -> Graph:
 
 @dataclass(frozen=True)
 class _KernelFunction:
-    """One step's kernel before LLVM: its lowered function's name, the function scheduled
-    (weights packed) and with canonical names (what compiles), its schedule's trace, and
-    the values its parameters read."""
+    """One step's kernel before LLVM: its function as lowered, then scheduled (weights
+    packed), then with canonical names (what compiles), its schedule's trace, and the
+    values its parameters read."""
 
-    name: str
+    lowered: PrimFunc
     scheduled: PrimFunc
     canonical: PrimFunc
     trace: Trace
     inputs: tuple[str, ...]
+
+
+class _Builder(KernelBuilder[CompiledKernel]):
+    """llvm_cpu's kernels: every step's function first (:meth:`prepare`), then LLVM's work
+    on all of them at once, on the host's cores, then each kernel, a cache hit (:meth:`build`)."""
+
+    def __init__(self, graph: Graph, threads: int, tuned: Mapping[str, str], aot: str | None) -> None:
+        self.threads = threads
+        self.tuned = tuned
+        self.aot = aot
+        self.packer = ConstantPacker({n: v.data for n, v in graph.values.items() if v.data is not None}, threads,
+                                     graph.values)
+        self.constants = self.packer.constants  # the graph's and the packed weights
+        self._made: dict[str, _KernelFunction] = {}
+
+    def prepare(self, steps: Sequence[KernelStep]) -> None:
+        for index, step in enumerate(steps):
+            progress.step("lower", index + 1, len(steps), step.node.name)
+            self._made[step.node.name] = _kernel_function(step, self.threads, self.packer, self.tuned)
+        progress.end("lower")
+        progress.step("LLVM", 0, 0, f"{len(steps)} kernels")
+        compile_all((m.canonical for m in self._made.values()), compile_workers(host().cores))
+        progress.end("LLVM")
+
+    def build(self, step: KernelStep) -> BuiltStep[CompiledKernel]:
+        made = self._made[step.node.name]
+        kernel = compile_kernel(made.canonical, self.threads, made.trace)
+        return BuiltStep(kernel, lambda: _stages(made, kernel, self.aot), made.inputs)
 
 
 def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker,
@@ -209,18 +209,33 @@ def _kernel_function(step: KernelStep, threads: int, packer: ConstantPacker,
     # Canonical names make equal kernels (same op, shapes, attributes) one compile.
     with timing.phase("canonical names", OWNER):
         canonical = canonical_names(scheduled)
-    return _KernelFunction(func.name, scheduled, canonical, trace, inputs)
+    return _KernelFunction(func, scheduled, canonical, trace, inputs)
 
 
-def _dump(folder: Path, name: str, kernel: CompiledKernel, func: Any, aot: str | None) -> None:
-    """Write every stage of one kernel; ``aot`` ("TRIPLE" or "TRIPLE:CPU") adds an object
+def _stages(made: _KernelFunction, kernel: CompiledKernel, aot: str | None) -> list[StageFile]:
+    """Every dump stage of one kernel; ``aot`` ("TRIPLE" or "TRIPLE:CPU") adds an object
     file and assembly for that target, for ahead-of-time use."""
-    for stage, suffix, text in (("tir", "txt", str(func)), ("llvm", "ll", kernel.llvm_ir),
-                                ("asm", "s", kernel.assembly)):
-        (folder / stage).mkdir(parents=True, exist_ok=True)
-        (folder / stage / f"{name}.{suffix}").write_text(text)
+    files: list[StageFile] = [
+        ("tir", "txt", str(made.lowered)), ("scheduled", "txt", str(made.scheduled)),
+        ("legalized", "txt", str(legalize(made.scheduled, CPU_NATIVE))),
+        ("code", "ll", kernel.llvm_ir), ("code", "s", kernel.assembly), ("report", "txt", _launches(kernel)),
+    ]
     if aot:
         triple, _, cpu = aot.partition(":")
-        (folder / "aot").mkdir(parents=True, exist_ok=True)
-        (folder / "aot" / f"{name}.o").write_bytes(emit_object(func, triple, cpu or "generic"))
-        (folder / "aot" / f"{name}.s").write_text(emit_assembly(func, triple, cpu or "generic"))
+        files += [("code", "aot.o", emit_object(made.scheduled, triple, cpu or "generic")),
+                  ("code", "aot.s", emit_assembly(made.scheduled, triple, cpu or "generic"))]
+    return files
+
+
+def _launches(kernel: CompiledKernel) -> str:
+    """How a call of ``kernel`` runs: each stage's range and the chunks the threads share,
+    its workspaces, and the schedule's trace."""
+    space = sum(w.nbytes for w in kernel.module.workspaces)
+    lines = [f"kernel {kernel.name}: {len(kernel.launch_plan)} stage(s) on {kernel.num_threads} thread(s), "
+             f"{space} bytes of workspace"]
+    for (entry, _), (symbol, parts) in zip(kernel.module.entries, kernel.launch_plan):
+        kind = "parallel" if entry.parallel else "serial"
+        lines.append(f"  {symbol}: {entry.extent} iterations, {kind}, {len(parts)} chunk(s)")
+    if kernel.trace is not None:
+        lines += ["schedule:", str(kernel.trace)]
+    return "\n".join(lines)

@@ -51,7 +51,7 @@ class Segment:
 class Program:
     """The native form of a planned part's run (see the module docstring).
 
-    ``steps`` are the part's steps (:class:`~hetero.plugins.llvm_cpu.part.Step`);
+    ``steps`` are the part's steps (:class:`~hetero.plugin.parts.Step`);
     ``slots`` the arena offset of each kernel output (None: allocated apart), as the
     part planned them; ``types`` the shape and dtype of every value a step writes.
     """
@@ -133,7 +133,7 @@ class Program:
     def run(self, inputs: Mapping[str, np.ndarray], workspace: np.ndarray,
             allocate_apart: Callable[[tuple[int, ...], np.dtype], np.ndarray],
             arena: np.ndarray | None) -> tuple[dict[str, np.ndarray], list[tuple[str, float]]]:
-        """One run: the part's inputs, intermediates and outputs by name (what ``_execute``
+        """One run: the part's inputs, intermediates and outputs by name (what the step loop
         of the part returns, for the names outside the arena), and each step's seconds.
         ``workspace`` is the run's workspace region (at least :attr:`workspace_bytes`),
         ``arena`` its arena; ``allocate_apart`` makes each value allocated apart."""

@@ -5,8 +5,13 @@ describe (the default preset unless they change it): its memory hierarchy, its p
 throughput (2 · rows · cols · clock), and the int8 ops the compiler lowers, so the
 partitioner plans for the machine it compiles for. :meth:`NpuSimBackend.supports`
 refuses, with a reason, float nodes, non-constant weights and anything the compiler
-cannot do; :meth:`NpuSimBackend.compile` lowers for the target's config and returns an :class:`NpuPart` whose ``run`` simulates the program exactly, and
-whose ``report`` and ``timeline_html`` show what the last run cost.
+cannot do (a chain of support checks, :data:`SUPPORTS`); :meth:`NpuSimBackend.compile`
+lowers for the target's config and returns an :class:`NpuPart` whose ``run`` simulates
+the program exactly, and whose ``report`` and ``timeline_html`` show what the last run
+cost. With a dump folder it writes the stages it has, in the layout every backend
+shares (:class:`~hetero.plugin.parts.StageDump`): ``graph/`` (each node),
+``code/program.asm`` (the program's assembly) and ``report/program.txt`` and
+``report/program.html`` (the report and timeline of one simulated run on zero inputs).
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from hetero.plugin import Backend, Declarations, Graph, Node, NumpyDevice, Option, PluginError, Support, Target
+from hetero.plugin import (
+    Backend, Declarations, Graph, Node, NumpyDevice, Option, PluginError, Support, Target, chain, check,
+)
+from hetero.plugin.parts import StageDump
 from hetero.plugin.schedule import TUNED_OPTION, Trace, TuningTask
 from hetero.plugins.npu_sim import tuning
+from hetero.plugins.npu_sim.asm import format_program
 from hetero.plugins.npu_sim.compiler import EMITTERS, lower_graph
 from hetero.plugins.npu_sim.compiler.builder import Loc
 from hetero.plugins.npu_sim.config import PRESETS, NpuConfig
@@ -186,19 +195,8 @@ class NpuSimBackend(Backend):
         return Declarations(config.memory_hierarchy(), config.peak_gops, tuple(self.patterns), settings=config)
 
     def supports(self, node: Node, target: Target) -> Support:
-        """Int8 nodes the compiler lowers; every refusal says why."""
-        if node.op not in self.supported_ops:
-            if node.op in ("QuantizeLinear", "DequantizeLinear"):
-                return Support.no(f"npu_sim computes in int8 between its regions' boundaries; the "
-                                  f"{node.op} at a boundary runs on the host")
-            if node.op in _QUANTISABLE:
-                return Support.no(_FLOAT_REASON)
-            return Support.no(f"npu_sim does not implement {node.op} (`hetero plugins npu_sim` lists "
-                              "what it takes)")
-        values = [v for v in node.inputs if v is not None] + list(node.outputs)
-        if any(np.dtype(v.dtype).kind == "f" for v in values):
-            return Support.no(_FLOAT_REASON)
-        return _check_node(node)
+        """Int8 nodes the compiler lowers (:data:`SUPPORTS`); every refusal says why."""
+        return SUPPORTS(node, target)
 
     def estimate(self, subgraph: Graph, target: Target) -> float:
         """Seconds ``subgraph`` would take at the target's clock, by npu_sim's analytic cost model.
@@ -226,8 +224,11 @@ class NpuSimBackend(Backend):
         config: NpuConfig = target.settings
         tilings = tuning.tuned_tilings(target.options[TUNED_OPTION] or {})
         lowered = lower_graph(subgraph, config, double_buffer=target.options["npu_double_buffer"], tilings=tilings)
-        return NpuPart(lowered.program, config, lowered.locs, {n.name: layer_work(n) for n in subgraph.nodes},
+        part = NpuPart(lowered.program, config, lowered.locs, {n.name: layer_work(n) for n in subgraph.nodes},
                        record_timeline=target.options["npu_timeline"])
+        if target.dump_dir is not None:
+            _dump(StageDump(target.dump_dir), subgraph, part)
+        return part
 
     def load_artifact(self, artifact: bytes) -> NpuPart:
         """Rebuild the part whose artifact is ``artifact``."""
@@ -256,31 +257,83 @@ class NpuSimBackend(Backend):
         return tuning.machine(self.name, self.version)
 
 
-def _check_node(node: Node) -> Support:
-    """Everything but the op name and float dtypes: dtypes, constants, ranks, attributes."""
+def _dump(dump: StageDump, graph: Graph, part: NpuPart) -> None:
+    """npu_sim's stages: each node, the program's assembly, and the report and timeline of
+    one run on zero inputs (the cycles do not depend on the values)."""
+    for node in graph.nodes:
+        dump.nodes(node.name, [node])
+    program = part.program
+    dump.write("code", "program", "asm", format_program(program.instrs))
+    zeros = {b.name: np.zeros(b.shape, b.dtype) for b in program.inputs}
+    stats = simulate(program, part.config, zeros, timeline=True).stats
+    report = build_report(program, part.config, stats, part.work)
+    dump.write("report", "program", "txt", format_report(report))
+    dump.write("report", "program", "html", to_html(report, stats.timeline,
+                                                    title=f"npu_sim timeline ({len(program.instrs)} instructions)"))
+
+
+def _taken(node: Node, target: Target) -> Support:
+    """Whether the compiler lowers ``node``'s op, and if not, what to do instead."""
+    if node.op in EMITTERS:
+        return Support.yes()
+    if node.op in ("QuantizeLinear", "DequantizeLinear"):
+        return Support.no(f"npu_sim computes in int8 between its regions' boundaries; the {node.op} at a boundary "
+                          "runs on the host")
+    if node.op in _QUANTISABLE:
+        return Support.no(_FLOAT_REASON)
+    return Support.no(f"npu_sim does not implement {node.op} (`hetero plugins npu_sim` lists what it takes)")
+
+
+def _constant_weights(node: Node, target: Target) -> Support:
+    """QConv's and QMatMul's weights and bias are constants (packed into tile order)."""
+    if node.op not in ("QConv", "QMatMul"):
+        return Support.yes()
+    weight = node.inputs[1]
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    if weight.data is None or (bias is not None and bias.data is None):
+        return Support.no(f"npu_sim needs constant weights and bias for {node.op} (it pre-packs them into its tile "
+                          f"order); {weight.name} is computed at run time")
+    return Support.yes()
+
+
+def _int8_activations(node: Node, target: Target) -> Support:
     data = node.inputs[0]
-    if node.op in ("QConv", "QMatMul"):
-        weight = node.inputs[1]
-        if weight.data is None or (len(node.inputs) > 2 and node.inputs[2] is not None
-                                   and node.inputs[2].data is None):
-            return Support.no(f"npu_sim needs constant weights and bias for {node.op} (it pre-packs them into "
-                              f"its tile order); {weight.name} is computed at run time")
     if data.dtype != np.int8 or any(v.dtype != np.int8 for v in node.outputs):
         why = " (an int32 Requantize input has no int8 path on the NPU)" if node.op == "Requantize" else ""
-        return Support.no(f"npu_sim takes int8 activations only; {node.op} {node.name} reads "
-                          f"{data.dtype}{why}")
-    if any(len(v.shape) > 4 for v in list(node.inputs) + node.outputs if v is not None):
-        return Support.no("npu_sim moves tensors of rank 4 or less; its DMA boxes are 4-D")
-    if len(node.outputs) != 1:
-        return Support.no(f"npu_sim's {node.op} produces one output; the node asks for {len(node.outputs)}")
-    if node.op in _WINDOW_OPS:
-        if len(data.shape) != 4:
-            return Support.no(f"npu_sim runs 2-D {node.op} only (NCHW input); this one is {len(data.shape) - 2}-D")
-        if node.op != "QConv" and any(d != 1 for d in node.attrs.get("dilations") or (1, 1)):
-            return Support.no(f"npu_sim pools with dilation 1 only; {node.name} has {node.attrs['dilations']}")
-    if node.op == "QAdd":
-        a = node.attrs
-        if 255 * (abs(a["a_multiplier"]) + abs(a["b_multiplier"])) >= 2**31:
-            return Support.no("npu_sim adds in int32 lanes: QAdd needs 15-bit multipliers (the integer spec), "
-                              f"got {a['a_multiplier']} and {a['b_multiplier']}, whose terms overflow int32")
+        return Support.no(f"npu_sim takes int8 activations only; {node.op} {node.name} reads {data.dtype}{why}")
     return Support.yes()
+
+
+def _windows(node: Node, target: Target) -> Support:
+    """Convolutions and pools are 2-D; pools have dilation 1."""
+    if node.op not in _WINDOW_OPS:
+        return Support.yes()
+    data = node.inputs[0]
+    if len(data.shape) != 4:
+        return Support.no(f"npu_sim runs 2-D {node.op} only (NCHW input); this one is {len(data.shape) - 2}-D")
+    if node.op != "QConv" and any(d != 1 for d in node.attrs.get("dilations") or (1, 1)):
+        return Support.no(f"npu_sim pools with dilation 1 only; {node.name} has {node.attrs['dilations']}")
+    return Support.yes()
+
+
+def _qadd_fits_int32(node: Node, target: Target) -> bool:
+    a = node.attrs
+    return node.op != "QAdd" or 255 * (abs(a["a_multiplier"]) + abs(a["b_multiplier"])) < 2**31
+
+
+#: What npu_sim takes: int8 nodes its compiler lowers, each refusal with its reason.
+SUPPORTS = chain(
+    _taken,
+    check(lambda node, _: not any(np.dtype(v.dtype).kind == "f" for v in (*node.inputs, *node.outputs)
+                                  if v is not None), _FLOAT_REASON),
+    _constant_weights,
+    _int8_activations,
+    check(lambda node, _: all(len(v.shape) <= 4 for v in (*node.inputs, *node.outputs) if v is not None),
+          "npu_sim moves tensors of rank 4 or less; its DMA boxes are 4-D"),
+    check(lambda node, _: len(node.outputs) == 1,
+          lambda node: f"npu_sim's {node.op} produces one output; the node asks for {len(node.outputs)}"),
+    _windows,
+    check(_qadd_fits_int32,
+          lambda node: "npu_sim adds in int32 lanes: QAdd needs 15-bit multipliers (the integer spec), got "
+                       f"{node.attrs['a_multiplier']} and {node.attrs['b_multiplier']}, whose terms overflow int32"),
+)

@@ -21,6 +21,7 @@ import pytest
 
 import hetero
 from hetero.core.ir import GraphBuilder
+from hetero.core.parts import STAGES
 from hetero.core.plugin import get_backend
 from hetero.core.plugin.backend import validate_backend
 from hetero.core.plugin.capabilities import OnDevice, Reports
@@ -115,7 +116,7 @@ def test_the_compiled_part_is_ptx_for_the_declared_gpu_with_launches_and_ptxas_f
     assert len(ptx) == 5 and all(".target sm_80" in p and ".entry" in p for p in ptx)
     report = part.report()
     assert isinstance(part, Reports) and "5 kernels for a100 (sm_80)" in report
-    assert all(k.registers > 0 for s in part.steps for k in s.kernels)
+    assert all(k.registers > 0 for s in part.steps if s.kernel is not None for k in s.kernel.kernels)
 
 
 def test_an_emulated_run_matches_the_reference() -> None:
@@ -176,11 +177,13 @@ def test_compile_dump_writes_every_stage_of_every_kernel(tmp_path: Path) -> None
     dump = tmp_path / "dump"
     hetero.compile(_small_net(), targets=["cuda", "llvm_cpu"], dump=dump)
     stages = {p.name: sorted(f.name for f in p.iterdir()) for p in (dump / "cuda").iterdir()}
-    assert set(stages) == {"tir", "llvm", "ptx", "ptxas"}
-    assert stages["ptx"] == ["conv.ptx", "sm_0.ptx", "sm_1.ptx", "sm_2.ptx", "sm_3.ptx"]
-    assert "blockIdx.x" in (dump / "cuda" / "tir" / "conv.txt").read_text()
-    assert "ptx_kernel" in (dump / "cuda" / "llvm" / "conv.ll").read_text()
-    assert "registers" in (dump / "cuda" / "ptxas" / "conv.txt").read_text()
+    assert set(stages) == set(STAGES)
+    assert [f for f in stages["code"] if f.endswith(".ptx")] == ["conv.ptx", *(f"sm.{k}.ptx" for k in range(4))]
+    assert stages["tir"] == stages["graph"] == ["conv.txt", "sm.txt"]
+    assert stages["report"] == ["conv.txt", *(f"sm.{k}.txt" for k in range(4))]
+    assert "blockIdx.x" in (dump / "cuda" / "scheduled" / "conv.txt").read_text()
+    assert "ptx_kernel" in (dump / "cuda" / "code" / "conv.ll").read_text()
+    assert "registers" in (dump / "cuda" / "report" / "conv.txt").read_text()
 
 
 def test_a_kernel_over_the_declared_limits_is_refused_at_compile_time_and_the_report_says_why(monkeypatch) -> None:

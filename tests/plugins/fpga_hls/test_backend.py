@@ -18,6 +18,7 @@ import pytest
 
 import hetero
 from hetero.core.ir import GraphBuilder
+from hetero.core.parts import STAGES
 from hetero.core.plugin import get_backend
 from hetero.core.plugin.backend import validate_backend
 from hetero.core.plugin.capabilities import Reports
@@ -90,7 +91,7 @@ def test_a_region_runs_by_c_simulation_and_matches_the_reference() -> None:
     assert isinstance(part, Reports) and part.kernel_count == 3
     report = part.report()
     assert "3 HLS kernels for u50" in report and "conv (Conv+Relu)" in report and "BRAM_18K" in report
-    assert part.cycles > 0 and all(s.figures.dsp > 0 for s in part.steps if s.name.startswith("conv"))
+    assert part.cycles > 0 and all(s.kernel.figures.dsp > 0 for s in part.steps if s.name.startswith("conv"))
 
 
 def test_the_artifact_is_deterministic_and_reloads_into_the_same_computation() -> None:
@@ -108,7 +109,7 @@ def test_the_artifact_is_deterministic_and_reloads_into_the_same_computation() -
 
 def test_the_emitted_kernels_carry_the_pragmas_their_schedules_ask_for() -> None:
     part = bind(get_backend("fpga_hls")).compile(_small_net())
-    conv = part.steps[0].kernel.source
+    conv = part.steps[0].kernel.hls.source
     tokens = conv.split()
     assert "PIPELINE" in tokens and "II=1" in tokens
     assert any(t.startswith("factor=") for t in tokens) and "ARRAY_PARTITION" in tokens
@@ -117,7 +118,10 @@ def test_the_emitted_kernels_carry_the_pragmas_their_schedules_ask_for() -> None
 def test_compile_dump_exports_a_vitis_project_per_kernel_whose_testbench_passes(tmp_path: Path) -> None:
     dump = tmp_path / "dump"
     hetero.compile(_small_net(), targets=["fpga_hls", "llvm_cpu"], dump=dump)
-    projects = sorted(p for p in (dump / "fpga_hls").iterdir() if p.is_dir())
+    assert {p.name for p in (dump / "fpga_hls").iterdir()} == {*STAGES, "hls_projects"}
+    assert sorted(p.name for p in (dump / "fpga_hls" / "code").iterdir())[:2] == ["conv.cpp", "conv.h"]
+    assert "DSP" in (dump / "fpga_hls" / "report" / "conv.txt").read_text()
+    projects = sorted(p for p in (dump / "fpga_hls" / "hls_projects").iterdir() if p.is_dir())
     assert len(projects) == 3
     project = projects[0]
     top = project.name

@@ -258,10 +258,10 @@ def test_auto_16_picks_integer_bits_that_cover_the_observed_range() -> None:
     values = calibration_values(graph)
     checked = 0
     for step in part.steps:
-        if step.kernel is None or step.kernel.formats is None:
+        if step.kernel is None or step.kernel.hls.formats is None:
             continue
-        formats = step.kernel.formats
-        for b, value in zip(step.kernel.params, (*step.inputs, *step.outputs)):
+        formats = step.kernel.hls.formats
+        for b, value in zip(step.kernel.hls.params, (*step.inputs, *step.outputs)):
             fmt, magnitude = formats.of(b), float(np.abs(values[value]).max())
             assert fmt.width == 16 and fmt.integer == integer_bits(magnitude, 16)
             assert -fmt.min > magnitude  # 2**(I-1) holds it; the largest value is one step below
@@ -273,9 +273,9 @@ def test_auto_16_picks_integer_bits_that_cover_the_observed_range() -> None:
     # its accumulator's format holds the largest channel sum numpy finds.
     gap = next(s for s in part.steps if s.name.startswith("gap"))
     sums = np.abs(values[gap.inputs[0]].sum(axis=(2, 3))).max()
-    params = {b.name for b in gap.kernel.params}
-    accumulator = max(f for name, f in gap.kernel.formats.buffers.items() if name not in params)
-    means = max(gap.kernel.formats.of(b).integer for b in gap.kernel.params)
+    params = {b.name for b in gap.kernel.hls.params}
+    accumulator = max(f for name, f in gap.kernel.hls.formats.buffers.items() if name not in params)
+    means = max(gap.kernel.hls.formats.of(b).integer for b in gap.kernel.hls.params)
     assert -accumulator.min > sums and accumulator.integer > means
     report = part.report()
     assert "ap_fixed<16," in report and f"* {gap.name}: compute" in report

@@ -11,6 +11,7 @@ import pytest
 import hetero
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.ir.ops.qint import INTEGER_OPS
+from hetero.core.parts import STAGES
 from hetero.core.plugin.manager import get_backend
 from hetero.plugins.llvm_cpu import jit
 from hetero.plugins.llvm_cpu.backend import LlvmCpuBackend
@@ -81,10 +82,14 @@ def test_saved_executable_loads_without_compiling(tmp_path: Path, monkeypatch: p
 def test_dump_writes_every_stage(tmp_path: Path) -> None:
     hetero.compile(conv_block(), targets=["llvm_cpu"], dump=tmp_path)
     stages = tmp_path / "llvm_cpu"
+    assert sorted(p.name for p in stages.iterdir()) == sorted(STAGES)
+    assert "Relu(%residual" in (stages / "graph" / "conv.txt").read_text()  # the fused group, node by node
     assert "func conv(" in (stages / "tir" / "conv.txt").read_text()
-    assert "define" in (stages / "llvm" / "conv.ll").read_text()
-    asm = (stages / "asm" / "conv.s").read_text()
+    assert "func conv(" in (stages / "scheduled" / "conv.txt").read_text()
+    assert "define" in (stages / "code" / "conv.ll").read_text()
+    asm = (stages / "code" / "conv.s").read_text()
     assert re.search(r"^k_\w+:$", asm, re.MULTILINE)  # the kernel's label
+    assert "iterations" in (stages / "report" / "conv.txt").read_text()
     assert "Conv(%x" in (tmp_path / "graph.txt").read_text()
 
 
@@ -96,9 +101,9 @@ def test_report_names_kernels_by_node_and_ops() -> None:
 
 def test_dump_adds_ahead_of_time_code_for_another_target(tmp_path: Path) -> None:
     hetero.compile(conv_block(), targets=["llvm_cpu"], dump=tmp_path, aot="aarch64-unknown-linux-gnu")
-    aot = tmp_path / "llvm_cpu" / "aot"
-    assert (aot / "conv.o").read_bytes()[:4] == b"\x7fELF"
-    assert "fmla" in (aot / "conv.s").read_text() or "fmul" in (aot / "conv.s").read_text()
+    code = tmp_path / "llvm_cpu" / "code"
+    assert (code / "conv.aot.o").read_bytes()[:4] == b"\x7fELF"
+    assert "fmla" in (code / "conv.aot.s").read_text() or "fmul" in (code / "conv.aot.s").read_text()
 
 
 def test_outputs_computed_by_no_node_still_come_out(tmp_path: Path) -> None:
