@@ -4,7 +4,7 @@ system compiler.
 Expressions are the shared C-family printer's (:class:`~hetero.core.codegen.c_expr.CExprPrinter`,
 whose docstring says how C is made to mean what the interpreter computes), here in its
 C99 form, :class:`C99ExprPrinter`; this module writes the statements, after the same
-rules as the HLS emitter (``hetero/plugins/fpga_hls/emit.py``), for a CPU:
+rules as an HLS C++ emitter would follow, for a CPU:
 
 - ``int NAME(const float* restrict x, float* restrict y)``: a parameter a pointer to its
   buffer's C type (:func:`~hetero.core.codegen.c_expr.c_type`), in the function's order,

@@ -91,7 +91,7 @@ class GpuSpec:
         ))
 
 
-#: The GPUs a backend may declare, by name (the cuda backend's ``cuda_device`` option takes these).
+#: The GPUs a backend may declare, by name (a GPU backend's device option names one).
 GPU_PRESETS: dict[str, GpuSpec] = {
     "a100": GpuSpec("a100", "sm_80", sms=108, clock_ghz=1.41, hbm_bytes=80 * GIB, hbm_gbps=2039.0,
                     l2_bytes=40 * MIB, l2_gbps=5120.0, shared_per_block=163 * KIB, shared_per_sm=164 * KIB,

@@ -4,7 +4,7 @@ Lowering writes some intermediates whose every use a simplification later remove
 GridSample over a one-pixel axis computes a source coordinate and then reads only the
 clamped index, which no longer depends on it. Such a buffer costs its loops, and a
 renderer whose compiler rejects a variable set but never used (g++'s
-``-Werror=unused-but-set-variable``, as fpga_hls's C simulation builds) fails on it.
+``-Werror=unused-but-set-variable``, as a C simulation of HLS code may build) fails on it.
 :func:`remove_dead_buffers` drops each allocated buffer no load reads: its stores, the
 blocks that write it, the loops and conditionals left empty and the allocation itself,
 until none is left. Parameters are never dropped: the caller reads them.
