@@ -109,8 +109,9 @@ def rewrite(
     Each sweep visits the nodes in topological order and applies the first rule (in
     table order) whose pattern matches and whose check accepts; the node's dead
     producers go with it. After each sweep dead code is removed and the order
-    restored. ``graph`` is left untouched. With ``check_result`` the result is verified
-    and a broken graph raises :class:`PatternError` naming the rules that fired.
+    restored. ``graph`` is left untouched. With ``check_result`` the result of a rewrite
+    that fired a rule is verified and a broken graph raises :class:`PatternError` naming
+    the rules that fired.
     """
     rules = list(rules)
     for rule in rules:
@@ -132,7 +133,8 @@ def rewrite(
         result.converged = False
     live = {n.name for n in g.nodes}
     result.rejected = [r for r in result.rejected if r.node in live]
-    if check_result:
+    # A pass that fired no rule returns its input, minus dead code: nothing to re-check.
+    if check_result and result.applied:
         found = problems(g)
         if found:
             fired = sorted({a.rule for a in result.applied})
