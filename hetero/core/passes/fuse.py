@@ -8,6 +8,11 @@ produced inside a group except its last one has that next member as its only use
 and is not a graph output. A backend lowers a group to one kernel, so the epilogue
 is applied as the anchor's result is stored and never round-trips through memory.
 
+Elementwise ops that no anchor took chain the same way among themselves (loop fusion:
+a GELU written out, a gate, a long chain of activations), up to
+:data:`MAX_ELEMENTWISE_CHAIN` ops a kernel: each is inlined into the next, so that
+bounds how deep the kernel's expressions nest.
+
 A group's members are consecutive nodes, placed where its last member was: an
 epilogue's other operand (a residual, a mask) may be produced after the anchor in the
 original order, and every such operand is ready by the last member's position, which
@@ -36,6 +41,11 @@ EPILOGUE = frozenset({
     "Acosh", "Atanh", "Sign", "Round", "Mod", "PRelu", "Elu", "Selu", "Celu", "Softplus",
     "Softsign", "Mish", "Swish", "ThresholdedRelu", "Shrink",
 })
+
+
+#: The most elementwise ops a chain without an anchor puts in one kernel: enough to
+#: keep a chain of activations in registers, and each IR walk's recursion shallow.
+MAX_ELEMENTWISE_CHAIN = 32
 
 
 @dataclass
@@ -70,6 +80,18 @@ def fuse_epilogues(graph: Graph, log: FusionLog | None = None) -> Graph:
                 node.group = anchor.name
             if log is not None:
                 log.fused.append((anchor.name, ", ".join(n.name for n in chain[1:])))
+    for head in g.nodes:  # what no anchor took: elementwise chains of their own
+        if head.op not in EPILOGUE or head.group is not None:
+            continue
+        chain = [head]
+        while (len(chain) < MAX_ELEMENTWISE_CHAIN and _why_not_extend(chain[-1], outputs) is None
+               and chain[-1].output.users[0].group is None):  # an anchor's epilogue stays its
+            chain.append(chain[-1].output.users[0])
+        if len(chain) > 1:
+            for node in chain:
+                node.group = head.name
+            if log is not None:
+                log.fused.append((head.name, ", ".join(n.name for n in chain[1:])))
     g.nodes = _gathered(g.nodes)
     return g
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetero.core.ir import GraphBuilder, problems
-from hetero.core.passes.fuse import FusionLog, fuse_epilogues, groups
+from hetero.core.passes.fuse import MAX_ELEMENTWISE_CHAIN, FusionLog, fuse_epilogues, groups
 
 
 def conv_block(extra_user: bool = False):
@@ -35,8 +35,36 @@ def test_anchor_and_epilogue_form_one_group() -> None:
 def test_an_output_needed_elsewhere_stops_the_group_with_a_reason() -> None:
     log = FusionLog()
     fused = fuse_epilogues(conv_block(extra_user=True), log)
-    assert groups(fused) == {}
+    # The Conv stays alone; what followed it chains as elementwise ops of their own.
+    assert {k: [n.name for n in v] for k, v in groups(fused).items()} == {"bias": ["bias", "residual", "relu"]}
     assert log.rejected == [("conv", "conv", "conv is a graph output, so it must be stored")]
+
+
+def _elementwise_chain(n: int, shared_at: int | None = None):
+    b = GraphBuilder("chain")
+    x = b.input("x", (4, 8))
+    one = b.constant(np.ones((4, 8), np.float32), "one")
+    values = []
+    for i in range(n):
+        x = b.Add(x, one, name=f"add{i}") if i % 2 == 0 else b.Relu(x, name=f"relu{i}")
+        values.append(x)
+    outputs = [x] if shared_at is None else [x, b.Neg(values[shared_at], name="side")]
+    for v in outputs:
+        b.output(v)
+    return b.build()
+
+
+def test_elementwise_ops_no_anchor_took_chain_into_kernels_of_bounded_length() -> None:
+    fused = fuse_epilogues(_elementwise_chain(2 * MAX_ELEMENTWISE_CHAIN + 5))
+    sizes = [len(v) for v in groups(fused).values()]
+    assert sizes == [MAX_ELEMENTWISE_CHAIN, MAX_ELEMENTWISE_CHAIN, 5]
+    assert problems(fused) == []
+
+
+def test_an_elementwise_chain_stops_where_a_value_has_another_reader() -> None:
+    fused = fuse_epilogues(_elementwise_chain(6, shared_at=2))
+    assert [[n.name for n in v] for v in groups(fused).values()] == [
+        ["add0", "relu1", "add2"], ["relu3", "add4", "relu5"]]
 
 
 def test_verifier_rejects_a_broken_group() -> None:
