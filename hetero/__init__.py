@@ -10,11 +10,11 @@ The public face::
 
 from hetero import errors
 from hetero.core.compiler import compile_model as compile
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend import load_onnx
 from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
 from hetero.core.passes.pipeline import optimize
 from hetero.core.runtime.executable import Executable, load, trust
-from hetero.core.runtime.reference import run_reference
 
 __version__ = "0.1.0"
 

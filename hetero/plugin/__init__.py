@@ -51,6 +51,12 @@ error a backend raises.
 from __future__ import annotations
 
 from hetero.core import progress, timing
+from hetero.core.exec.archive import (
+    constants_member, member_view, npz_bytes, open_zip, read_constants, read_manifest, read_member, read_npz,
+    write_zip,
+)
+from hetero.core.exec.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder, TensorType
 from hetero.core.ir.graph import Node, Value, index_checks, saved_index_check
 from hetero.core.ir.opdef import index_problem, op_names
@@ -75,13 +81,7 @@ from hetero.core.plugin.support import (
     Check, any_of, attribute, chain, check, constant_inputs, dtypes, max_rank, ops,
 )
 from hetero.core.plugin.target import Declarations, Option, Target, bind
-from hetero.core.runtime.archive import (
-    constants_member, member_view, npz_bytes, open_zip, read_constants, read_manifest, read_member, read_npz,
-    write_zip,
-)
 from hetero.core.runtime.cache import private_folder
-from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import (
     CodegenError, DamagedFileError, DeviceUnavailableError, HeteroError, InputError, MemoryPlanError, OptionError,
     PluginError, ScheduleError, ShapeError, SimulationError, did_you_mean,

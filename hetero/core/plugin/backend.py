@@ -162,7 +162,7 @@ class CompiledPart(Protocol):
     :class:`~hetero.core.plugin.capabilities.Profiles` (``last_profile``),
     :class:`~hetero.core.plugin.capabilities.CountsKernels` (``kernel_count``) and
     :class:`~hetero.core.plugin.capabilities.OnDevice` (``device``: a part on a
-    :class:`~hetero.core.runtime.device.Device` takes and returns that device's
+    :class:`~hetero.core.exec.device.Device` takes and returns that device's
     arrays, and the executable moves values between devices; any other part is on
     the host and takes and returns numpy arrays).
     """

@@ -75,10 +75,10 @@ import warnings
 import numpy as np
 
 from hetero.core import timing
+from hetero.core.exec.archive import memory_limit, npz_bytes, read_npz
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.target import Target
-from hetero.core.runtime.archive import memory_limit, npz_bytes, read_npz
 from hetero.core.runtime.digest import TreeDigests, tree_digest
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, seal
 from hetero.errors import CacheError, DamagedFileError, HeteroError

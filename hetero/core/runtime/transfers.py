@@ -9,7 +9,7 @@ the ``home`` backend's memory (the fallback's: the host), the outputs right afte
 part that produced them. Constants never move: each part has its own.
 
 A step names backends; the executable performs it between their parts' devices
-(:mod:`hetero.core.runtime.device`), and a step between two backends whose parts share
+(:mod:`hetero.core.exec.device`), and a step between two backends whose parts share
 a device moves nothing, since the value is already there.
 """
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.passes.pattern import Const, Match, Op, Var
 from hetero.core.plugin import Backend, CompiledPart, Pattern, Support, validate_backend
-from hetero.core.runtime.reference import run_reference
-from hetero.errors import PluginError
 from hetero.core.plugin.target import Target, bind
+from hetero.errors import PluginError
 from toyplugin import ToyBackend
 
 #: What the pattern checks here receive: a toy backend under default options.

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.plugin import get_backend
 from hetero.core.plugin.backend import validate_backend
 from hetero.core.plugin.capabilities import Reports
 from hetero.core.plugin.manager import load_plugins
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.reference import run_reference
 from hetero.plugins.fpga_hls import backend as hls_backend
 from hetero.plugins.fpga_hls.csim import GXX_FLAGS, find_gxx
 from hetero.plugins.fpga_hls.device import PRESETS
