@@ -61,13 +61,13 @@ from hetero.core.ir import Graph, GraphBuilder, TensorType
 from hetero.core.ir.graph import Node, Value, index_checks, saved_index_check
 from hetero.core.ir.opdef import index_problem, op_names
 from hetero.core.ir.ops.fixed_point import MAX_SHIFT, rounding_shift
+from hetero.core.ir.pattern import Const, Match, Op, Opt, Var
 from hetero.core.ir.types import as_dtype
 from hetero.core.memory import (
     MemoryHierarchy, MemoryLevel, MemoryPlan, StepUse, analyze_step_liveness, format_bytes, plan_arena,
 )
 from hetero.core.partition.subgraph import extract_subgraph
 from hetero.core.passes.layout import block_layout, pads_groups
-from hetero.core.passes.pattern import Const, Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 from hetero.core.plugin.backend import (
     API_VERSION, Backend, CompiledPart, Pattern, Support, roofline, validate_backend,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hetero.core.ir.graph import Graph, Node
-from hetero.core.passes.pattern import Match, Op, Opt
+from hetero.core.ir.pattern import Match, Op, Opt
 from hetero.core.plugin.backend import Backend, Pattern, Support
 from hetero.core.plugin.target import Target, as_target
 from hetero.errors import PartitionError, PluginError

@@ -18,7 +18,7 @@ import numpy as np
 
 from hetero.core.exec.reference import run_node
 from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.passes.pattern import Match, Op
+from hetero.core.ir.pattern import Match, Op
 from hetero.core.passes.rewrite import Rule, rewrite
 
 #: Elements per folded output above which a node is left alone: folding would hold

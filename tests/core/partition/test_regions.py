@@ -16,8 +16,8 @@ import hetero
 from hetero import GraphBuilder
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.partition import annotate, assign, merge_regions, partition_graph
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, get_backend
 from hetero.errors import PartitionError
 
