@@ -3,7 +3,7 @@
 An :class:`Executable` holds the interface of the graph it was compiled from and
 a list of :class:`Placement` — one compiled part per region, in execution order,
 with the backend that compiled it and the partition's transfers around it
-(:mod:`hetero.core.runtime.transfers`). ``run`` keeps every value on the device of
+(:mod:`hetero.core.partition.transfers`). ``run`` keeps every value on the device of
 the part that produced it (:mod:`hetero.core.exec.device`; the host for parts
 that declare none), so consecutive parts on one device hand values over in place;
 it performs each transfer between two devices, timed, and returns the graph outputs
@@ -40,10 +40,10 @@ from hetero.core.exec.device import HOST, Device, transfer
 from hetero.core.exec.inputs import check_inputs
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.types import as_dtype
+from hetero.core.partition.transfers import TransferStep, plan_transfers
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.capabilities import DrawsTimeline, Profiles, Reports, device_of
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, key_path, seal
-from hetero.core.runtime.transfers import TransferStep, plan_transfers
 from hetero.errors import DamagedFileError, HeteroError, Keyword, ModelLoadError, PluginError, SignatureError
 
 FORMAT = "hetero-executable"

@@ -59,6 +59,18 @@ def test_the_diamond_splits_instead_of_making_a_cycle(acc) -> None:
     assert next(iter(nx.topological_sort(part.quotient()))) == "r0"
 
 
+def test_the_compile_units_are_the_regions_or_the_whole_graph_when_one_backend_has_them_all(acc) -> None:
+    part = partition_graph(diamond(), acc, min_ratio=0)
+    assert [(u.region, u.backend, u.graph.name) for u in part.units()] == [
+        (r.name, r.backend, part.subgraph(r).name) for r in part.regions]
+    b = GraphBuilder("apart")
+    b.output(b.Neg(b.input("x", (1, 256)), name="nx"))
+    b.output(b.Neg(b.input("y", (1, 256)), name="ny"))
+    apart = partition_graph(b.build(), acc, min_ratio=0)
+    assert [r.backend for r in apart.regions] == ["llvm_cpu", "llvm_cpu"]
+    assert apart.units() == [("r0+r1", "llvm_cpu", apart.graph)]
+
+
 def test_a_chain_partitions_into_runs_of_one_backend(acc) -> None:
     b = GraphBuilder("chain")
     v = b.input("x", (4, 256))
