@@ -131,28 +131,15 @@ def prepared(args: argparse.Namespace, graph: Any) -> Any:
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     """The --option NAME=VALUE items as compile options: ``true``/``false`` are booleans,
     integers and decimals numbers, anything else a string."""
+    from hetero.core.plugin.target import parse_option_value
+
     options: dict[str, object] = {}
     for item in getattr(args, "option", ()):
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--option {item!r}: write NAME=VALUE (e.g. npu_sram_kib=64)")
-        options[name] = option_value(text)
+        options[name] = parse_option_value(text)
     return options
-
-
-def option_value(text: str) -> object:
-    """The value of ``NAME=VALUE`` text: ``true``/``false`` booleans, integers and decimals
-    numbers, anything else the string."""
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def placement(args: argparse.Namespace) -> dict[str, object]:
