@@ -9,14 +9,13 @@ The public face::
 """
 
 from hetero import errors
+from hetero._version import __version__
 from hetero.core.compiler import compile_model as compile
 from hetero.core.exec.reference import run_reference
 from hetero.core.frontend import load_onnx
 from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
 from hetero.core.passes.pipeline import optimize
 from hetero.core.runtime.executable import Executable, load, trust
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Executable", "Graph", "GraphBuilder", "TensorType", "compile", "errors", "load", "load_onnx",

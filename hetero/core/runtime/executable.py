@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from hetero import _version
 from hetero.core.exec.archive import (
     MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
     write_zip,
@@ -253,10 +254,8 @@ class Executable:
         """What :func:`rebuild` needs besides the constants and the parts, as JSON data:
         each part's entry names its artifact as ``artifacts`` gives it (a member of a
         saved file, a compile-cache key)."""
-        from hetero import __version__
-
         return {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "hetero_version": __version__,
+            "format": FORMAT, "format_version": FORMAT_VERSION, "hetero_version": _version.__version__,
             "name": self.name,
             "inputs": [[n, list(s), d] for n, s, d in self.interface.inputs],
             "outputs": [[n, list(s), d] for n, s, d in self.interface.outputs],
