@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from hetero._version import __version__
 
 #: Each public name and the module it comes from (``name`` there unless renamed).
 _LAZY = {
@@ -30,7 +30,7 @@ _LAZY = {
     "load": ("hetero.core.runtime.executable", "load"),
     "load_onnx": ("hetero.core.frontend", "load_onnx"),
     "optimize": ("hetero.core.passes.pipeline", "optimize"),
-    "run_reference": ("hetero.core.runtime.reference", "run_reference"),
+    "run_reference": ("hetero.core.exec.reference", "run_reference"),
     "trust": ("hetero.core.runtime.executable", "trust"),
     "verify": ("hetero.core.ir", "verify"),
 }
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from hetero.core.ir import Graph, GraphBuilder, TensorType, verify
     from hetero.core.passes.pipeline import optimize
     from hetero.core.runtime.executable import Executable, load, trust
-    from hetero.core.runtime.reference import run_reference
+    from hetero.core.exec.reference import run_reference
 
 
 def __getattr__(name: str) -> Any:

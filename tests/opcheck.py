@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder, Node
-from hetero.core.runtime.reference import run_reference
 
 
 def reference(op: str, inputs: dict[str, np.ndarray | None], constants: tuple[str, ...] = (),

@@ -203,7 +203,7 @@ def test_conformance_refuses_an_unwritable_report_before_running(tmp_path: Path,
 
 def test_o_onto_a_fifo_or_device_is_refused_before_compiling(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from hetero.core.runtime.archive import output_problem, write_atomically
+    from hetero.core.exec.archive import output_problem, write_atomically
     from hetero.errors import OutputPathError
 
     def no_compile(*args: object, **kwargs: object) -> None:

@@ -108,7 +108,7 @@ def test_the_facade_reexports_the_core_objects_themselves(name: str) -> None:
     import hetero.core.plugin.hookspecs as hookspecs
     import hetero.core.plugin.support as support
     import hetero.core.plugin.target as target
-    import hetero.core.runtime.device as device
+    import hetero.core.exec.device as device
 
     homes = [backend, capabilities, hookspecs, support, target, device]
     assert any(getattr(m, name, None) is getattr(plugin, name) for m in homes)

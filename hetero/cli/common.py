@@ -131,28 +131,15 @@ def prepared(args: argparse.Namespace, graph: Any) -> Any:
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     """The --option NAME=VALUE items as compile options: ``true``/``false`` are booleans,
     integers and decimals numbers, anything else a string."""
+    from hetero.core.plugin.target import parse_option_value
+
     options: dict[str, object] = {}
     for item in getattr(args, "option", ()):
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--option {item!r}: write NAME=VALUE (e.g. npu_sram_kib=64)")
-        options[name] = option_value(text)
+        options[name] = parse_option_value(text)
     return options
-
-
-def option_value(text: str) -> object:
-    """The value of ``NAME=VALUE`` text: ``true``/``false`` booleans, integers and decimals
-    numbers, anything else the string."""
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def placement(args: argparse.Namespace) -> dict[str, object]:
@@ -330,7 +317,7 @@ def _is_numpy_file(path: str) -> bool:
 
 def write_text(path: str, text: str, flag: str) -> None:
     """Write ``text`` to ``path``; a UsageError naming ``flag`` when it cannot be written."""
-    from hetero.core.runtime.archive import output_problem, write_atomically
+    from hetero.core.exec.archive import output_problem, write_atomically
 
     problem = output_problem(path)
     if problem is not None:
@@ -344,7 +331,7 @@ def write_text(path: str, text: str, flag: str) -> None:
 def check_writable(path: str, flag: str) -> None:
     """A UsageError naming ``flag`` when ``path`` cannot be written; called before the work
     whose result goes there, so a typo costs no compile."""
-    from hetero.core.runtime.archive import output_problem
+    from hetero.core.exec.archive import output_problem
 
     problem = output_problem(path)
     if problem is not None:

@@ -36,11 +36,12 @@ from typing import Any
 
 import onnx
 
+from hetero.core import progress, timing
 from hetero.core.frontend import load_onnx
 from hetero.core.ir.graph import Graph
 from hetero.core.partition import DEFAULT_MIN_RATIO, Partition, choose_fallback, partition_graph
+from hetero.core.partition.transfers import plan_transfers
 from hetero.core.passes.pipeline import optimize
-from hetero.core import progress, timing
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.target import Target, bind, route_options
@@ -53,10 +54,9 @@ from hetero.core.runtime.executable import (
     Interface,
     Placement,
 )
-from hetero.core.runtime.transfers import plan_transfers
 from hetero.core.runtime.specialize import SpecializingExecutable
-from hetero.core.staging import StagedExecutable
 from hetero.core.schedule.tune.records import TUNED_OPTION, best_traces, load_records
+from hetero.core.staging import StagedExecutable
 from hetero.errors import (
     CacheError, DataDependentError, DynamicInputError, InputError, Keyword, OperandInputError, OptionError, PluginError,
     UnsupportedOpError,
@@ -210,7 +210,7 @@ class Session:
         store = open_cache(self.cache)
         placements: list[Placement] = []
         fallbacks: list[CompileFallback] = []
-        units = _units(graph, partition)
+        units = partition.units()
         for index, (name, backend_name, subgraph) in enumerate(units, 1):
             progress.step("compile", index, len(units), f"region {name} on {backend_name}")
             target = self.target(backend_name)
@@ -494,19 +494,6 @@ def _model_name(model: str | os.PathLike[str] | onnx.ModelProto) -> str:
     if isinstance(model, onnx.ModelProto):
         return model.graph.name or "<ModelProto>"
     return Path(model).stem
-
-
-def _units(graph: Graph, partition: Partition) -> list[tuple[str, str, Graph]]:
-    """What to compile: ``(region name, backend, subgraph)`` in execution order.
-
-    When every region is on one backend (disconnected pieces of a graph make several),
-    the graph itself is compiled whole, its interface in its own order, as one unit
-    named after all its regions (``r0+r1``).
-    """
-    regions = partition.regions
-    if len({r.backend for r in regions}) == 1:
-        return [("+".join(r.name for r in regions), regions[0].backend, graph)]
-    return [(r.name, r.backend, partition.subgraph(r)) for r in regions]
 
 
 def _refuse_fallbacks(partition: Partition, overrides: Mapping[str, str]) -> None:

@@ -6,7 +6,7 @@ it could import, host nodes, and a tail of what reads their outputs.
 
 1. the prefix, compiled at once and partitioned across the targets like any graph;
 2. the host nodes, on numpy arrays: the data-dependent ops by their host kernels
-   (:mod:`hetero.core.runtime.host_ops`), and control flow (If, Loop, Scan) by running
+   (:mod:`hetero.core.exec.host_ops`), and control flow (If, Loop, Scan) by running
    its bodies, each compiled as a graph of its own with the same targets, so a body's
    regions land on an accelerator as any graph's would;
 3. the tail, compiled at its first run as a model whose inputs are the host nodes'
@@ -31,13 +31,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hetero.core.exec.host_ops import run_host_op
+from hetero.core.exec.inputs import check_declared
 from hetero.core.frontend.onnx.context import attribute_value
 from hetero.core.frontend.onnx.loader import node_label
 from hetero.core.frontend.onnx.stages import StageSplit, body_model, tail_model
 from hetero.core.ir.graph import Graph
 from hetero.core.runtime.executable import Interface
-from hetero.core.runtime.host_ops import run_host_op
-from hetero.core.runtime.inputs import check_declared
 from hetero.errors import HeteroError, InputError, UnsupportedOpError
 
 #: How deep staged executables may nest (tails that stage again, bodies with host nodes).

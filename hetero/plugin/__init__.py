@@ -51,17 +51,23 @@ error a backend raises.
 from __future__ import annotations
 
 from hetero.core import progress, timing
+from hetero.core.exec.archive import (
+    constants_member, member_view, npz_bytes, open_zip, read_constants, read_manifest, read_member, read_npz,
+    write_zip,
+)
+from hetero.core.exec.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder, TensorType
 from hetero.core.ir.graph import Node, Value, index_checks, saved_index_check
 from hetero.core.ir.opdef import index_problem, op_names
 from hetero.core.ir.ops.fixed_point import MAX_SHIFT, rounding_shift
+from hetero.core.ir.pattern import Const, Match, Op, Opt, Var
 from hetero.core.ir.types import as_dtype
 from hetero.core.memory import (
     MemoryHierarchy, MemoryLevel, MemoryPlan, StepUse, analyze_step_liveness, format_bytes, plan_arena,
 )
 from hetero.core.partition.subgraph import extract_subgraph
 from hetero.core.passes.layout import block_layout, pads_groups
-from hetero.core.passes.pattern import Const, Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 from hetero.core.plugin.backend import (
     API_VERSION, Backend, CompiledPart, Pattern, Support, roofline, validate_backend,
@@ -75,13 +81,7 @@ from hetero.core.plugin.support import (
     Check, any_of, attribute, chain, check, constant_inputs, dtypes, max_rank, nonempty_outputs, ops,
 )
 from hetero.core.plugin.target import Declarations, Option, Target, bind
-from hetero.core.runtime.archive import (
-    constants_member, member_view, npz_bytes, open_zip, read_constants, read_manifest, read_member, read_npz,
-    write_zip,
-)
 from hetero.core.runtime.cache import private_folder
-from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import (
     CodegenError, DamagedFileError, DeviceUnavailableError, HeteroError, InputError, MemoryPlanError, OptionError,
     PluginError, ScheduleError, ShapeError, SimulationError, did_you_mean,

@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.types import short_name
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import UnknownOpError
 from hetero.testing import (  # noqa: F401 - they register their generators
     cases_elementwise,

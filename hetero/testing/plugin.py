@@ -97,14 +97,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _read_options(items: list[str]) -> dict[str, object]:
-    from hetero.cli.common import option_value
+    from hetero.core.plugin.target import parse_option_value
 
     options = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise pytest.UsageError(f"--hetero-option {item!r}: write NAME=VALUE (e.g. cuda_emulate=true)")
-        options[name] = option_value(text)
+        options[name] = parse_option_value(text)
     return options
 
 

@@ -35,16 +35,16 @@ from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis.errors import NoSuchExample
 
 import hetero
+from hetero.core.exec.device import run_from_host
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.opdef import op_names
 from hetero.core.ir.ops.qint import INTEGER_OPS
 from hetero.core.plugin.backend import Backend, Pattern, Support, validate_backend
-from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.capabilities import device_of
+from hetero.core.plugin.manager import PluginSet, load_plugins
 from hetero.core.plugin.target import Target, bind
 from hetero.core.quant.flow import lower_for_backends, quantize_model
-from hetero.core.runtime.device import run_from_host
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import DeviceUnavailableError, HeteroError, InputError, UnknownBackendError
 from hetero.testing.cases import (
     OpCase,

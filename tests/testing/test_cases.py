@@ -7,10 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import op_names
 from hetero.core.ir.verify import verify
 from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.reference import run_reference
+from hetero.core.plugin.target import bind
 from hetero.errors import InputError, UnknownOpError
 from hetero.testing import (
     OpCase,
@@ -22,7 +23,6 @@ from hetero.testing import (
     op_cases,
 )
 from hetero.testing.suite import _check_case
-from hetero.core.plugin.target import bind
 from toyplugin import ToyBackend
 
 SMALL = 4096  # elements per tensor: a backend compiles and runs a case in well under a second

@@ -18,9 +18,9 @@ from hetero.testing.cases import case_dtypes
 pytest_plugins = ["pytester"]
 
 _PREAMBLE = """\
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.plugin import Pattern, Support, hookimpl
-from hetero.core.passes.pattern import Op, Var
 from hetero.errors import PluginError
 from toyplugin import ToyBackend, ToyPart
 """

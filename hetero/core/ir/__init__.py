@@ -1,4 +1,9 @@
-"""The graph IR: types, values, nodes, graphs, op definitions, builder, verifier, printer."""
+"""The graph IR: types, values, nodes, graphs, op definitions, builder, verifier, printer.
+
+The pattern language over it (:mod:`hetero.core.ir.pattern`) lives here too, below both
+the graph passes that rewrite with it and the plugin contract whose composites are
+written in it.
+"""
 
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.graph import Graph, Node, Value

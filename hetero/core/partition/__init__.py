@@ -14,7 +14,9 @@
 from hetero.core.partition.annotate import Annotation, Composite, annotate
 from hetero.core.partition.assign import POLICIES, Assignment, Choice, Pin, assign
 from hetero.core.partition.fit import fit_memory, plan_partition_memory
-from hetero.core.partition.partition import BY_DECLARATION, Partition, choose_fallback, partition_graph
+from hetero.core.partition.partition import (
+    BY_DECLARATION, CompileUnit, Partition, choose_fallback, partition_graph,
+)
 from hetero.core.partition.regions import (
     DEFAULT_MIN_RATIO,
     Region,
@@ -25,7 +27,8 @@ from hetero.core.partition.regions import (
 from hetero.core.partition.transfers import Transfer, find_transfers
 
 __all__ = [
-    "BY_DECLARATION", "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "Composite",
-    "Partition", "Pin", "Region", "Transfer", "annotate", "assign", "choose_fallback", "find_transfers", "fit_memory",
-    "merge_regions", "partition_graph", "plan_partition_memory", "quotient_graph", "return_small_regions",
+    "BY_DECLARATION", "DEFAULT_MIN_RATIO", "POLICIES", "Annotation", "Assignment", "Choice", "CompileUnit",
+    "Composite", "Partition", "Pin", "Region", "Transfer", "annotate", "assign", "choose_fallback",
+    "find_transfers", "fit_memory", "merge_regions", "partition_graph", "plan_partition_memory", "quotient_graph",
+    "return_small_regions",
 ]

@@ -7,13 +7,14 @@ and the report can say why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from hetero.core.ir.graph import Graph, Node
-from hetero.core.passes.pattern import Match, Op, Opt
+from hetero.core.ir.pattern import Match, Op, Opt
 from hetero.core.plugin.backend import Backend, Pattern, Support
+from hetero.core.plugin.support import ask
 from hetero.core.plugin.target import Target, as_target
 from hetero.errors import PartitionError, PluginError
 
@@ -87,7 +88,7 @@ def annotate(graph: Graph, backends: Sequence[Target | Backend]) -> Annotation:
     A Backend given instead of a Target is bound to its default options.
 
     A backend whose ``supports`` raises refuses the node, with the error as the reason
-    (a broken plugin must not take the compiler down, ARCHITECTURE.md rule 6).
+    (:func:`~hetero.core.plugin.support.ask`).
     """
     backends = [as_target(b) for b in backends]
     names = [b.name for b in backends]
@@ -103,25 +104,6 @@ def annotate(graph: Graph, backends: Sequence[Target | Backend]) -> Annotation:
             for node in graph.nodes:
                 composites += _composites(backend, pattern, node, index)
     return Annotation(graph, tuple(backends), support, tuple(composites))
-
-
-def ask(backend: Target, node: Node, on_raise: Callable[[str], None] | None = None) -> Support:
-    """``backend.supports(node)``, contained: a raise is a refusal whose reason names the
-    error (and is passed to ``on_raise`` when given, for callers that record it);
-    an answer that is no :class:`~hetero.core.plugin.Support` is a PluginError."""
-    try:
-        answer = backend.supports(node)
-    except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a refusal
-        reason = f"{backend.name}.supports() raised {type(exc).__name__}: {exc}"
-        if on_raise is not None:
-            on_raise(reason)
-        return Support.no(reason)
-    if not isinstance(answer, Support):
-        raise PluginError(
-            f"backend {backend.name!r}: supports({node.name}) returned {answer!r}; "
-            "return Support.yes() or Support.no(reason)"
-        )
-    return answer
 
 
 def _composites(backend: Target, pattern: Pattern, node: Node,

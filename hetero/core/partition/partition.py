@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
@@ -39,6 +39,14 @@ from hetero.core.partition.transfers import Transfer, find_transfers
 from hetero.core.plugin.backend import Backend
 from hetero.core.plugin.target import Target, as_target
 from hetero.errors import PartitionError
+
+
+class CompileUnit(NamedTuple):
+    """One compile a partition asks for: ``backend`` compiles ``graph``, named ``region``."""
+
+    region: str
+    backend: str
+    graph: Graph
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +110,21 @@ class Partition:
         stand for, and the constants it reads are copied in.
         """
         return extract_subgraph(self.graph, region.nodes, f"{self.graph.name}.{region.name}")
+
+    def units(self) -> list[CompileUnit]:
+        """What compiling this partition compiles, in execution order: each region's
+        :meth:`subgraph` on its backend.
+
+        When every region is on one backend (disconnected pieces of a graph make
+        several), :attr:`graph` itself is compiled whole, its interface in its own
+        order, as one unit named after all its regions (``r0+r1``). The compile driver
+        compiles these units, and the tuner extracts its tasks from them, so it tunes
+        the kernels a compile builds.
+        """
+        regions = self.regions
+        if len({r.backend for r in regions}) == 1:
+            return [CompileUnit("+".join(r.name for r in regions), regions[0].backend, self.graph)]
+        return [CompileUnit(r.name, r.backend, self.subgraph(r)) for r in regions]
 
     def quotient(self) -> nx.DiGraph:
         """The regions as vertices, an edge wherever a value flows between two."""

@@ -7,11 +7,18 @@ output, needs a transfer too. A value moves once per destination backend: region
 one backend share its memory, so the transfer belongs to the first region that reads
 it (in execution order). Constants never move at run time: they are copied into each
 region's subgraph when it is compiled.
+
+The rule is one function, :func:`plan_transfers`, over any sequence of parts named by
+backend: :func:`find_transfers` applies it to the regions (adding sizes and costs), and
+the executable (:mod:`hetero.core.runtime.executable`) to the compiled parts, so what the
+report lists is what runs. A :class:`TransferStep` names backends; the executable
+performs it between their parts' devices (:mod:`hetero.core.exec.device`), and a step
+between two backends whose parts share a device moves nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,10 +26,60 @@ from hetero.core.ir.graph import Graph
 from hetero.core.partition.costs import transfer_seconds
 from hetero.core.partition.subgraph import boundary
 from hetero.core.plugin.target import Target
-from hetero.core.runtime.transfers import plan_transfers
 
 if TYPE_CHECKING:
     from hetero.core.partition.regions import Region
+
+
+@dataclass(frozen=True)
+class TransferStep:
+    """Copy ``value`` from ``src``'s memory into ``dst``'s (both backend names)."""
+
+    value: str
+    src: str
+    dst: str
+
+    @property
+    def label(self) -> str:
+        """How the profile names this transfer: ``transfer VALUE SRC->DST``."""
+        return f"transfer {self.value} {self.src}->{self.dst}"
+
+
+@dataclass(frozen=True)
+class TransferPlan:
+    """The steps of each part, in execution order: ``into[i]`` before part ``i`` runs,
+    ``home[i]`` (its graph outputs back to the home backend) right after it."""
+
+    into: tuple[tuple[TransferStep, ...], ...]
+    home: tuple[tuple[TransferStep, ...], ...]
+
+
+def plan_transfers(parts: Sequence[tuple[str, Sequence[str], Sequence[str]]],
+                   graph_outputs: Collection[str], home: str) -> TransferPlan:
+    """The transfers of ``parts``, ``(backend, input names, output names)`` in execution
+    order, for a graph whose outputs are ``graph_outputs``, its inputs and outputs in
+    backend ``home``'s memory.
+
+    A value moves once per destination backend; a name no earlier part produces is a
+    graph input and comes from ``home``.
+    """
+    outputs = set(graph_outputs)
+    where: dict[str, str] = {}
+    moved: set[tuple[str, str]] = set()
+    into: list[tuple[TransferStep, ...]] = []
+    back: list[tuple[TransferStep, ...]] = []
+
+    def move(name: str, src: str, dst: str) -> list[TransferStep]:
+        if src == dst or (name, dst) in moved:
+            return []
+        moved.add((name, dst))
+        return [TransferStep(name, src, dst)]
+
+    for backend, inputs, produced in parts:
+        into.append(tuple(s for name in inputs for s in move(name, where.get(name, home), backend)))
+        where.update(dict.fromkeys(produced, backend))
+        back.append(tuple(s for name in produced if name in outputs for s in move(name, backend, home)))
+    return TransferPlan(tuple(into), tuple(back))
 
 
 @dataclass(frozen=True)
@@ -49,8 +106,8 @@ def find_transfers(
     """Every transfer ``regions`` (in execution order) need, in the order they happen;
     graph inputs come from, and outputs go to, the memory space of backend ``home``.
 
-    The rule is that of :func:`~hetero.core.runtime.transfers.plan_transfers`, which
-    the executable applies to the compiled parts, so what is planned here is what runs.
+    The rule is that of :func:`plan_transfers`, which the executable applies to the
+    compiled parts, so what is planned here is what runs.
     """
     bounds = [boundary(graph, r.nodes) for r in regions]
     plan = plan_transfers([(r.backend, [v.name for v in inputs], [v.name for v in produced])

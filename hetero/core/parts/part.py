@@ -23,7 +23,7 @@ execution provider ``Compute``:
   backend's.
 
 Intermediates: where the part's device is host memory (a
-:class:`~hetero.core.runtime.device.NumpyDevice`: the host, or a simulator's memory),
+:class:`~hetero.core.exec.device.NumpyDevice`: the host, or a simulator's memory),
 they are planned into one arena when the part is built (:attr:`StepPart.memory_plan`,
 :mod:`hetero.core.parts.arena`) and each run allocates it once; elsewhere each kernel
 output is the device's ``allocate``. The part's outputs are always allocated apart.
@@ -55,10 +55,10 @@ from hetero.core.ir.types import as_dtype
 from hetero.core.memory import MemoryPlan
 from hetero.core.parts.arena import ALIGNMENT, Slot, host_arena, plan_steps, unplanned_slots
 from hetero.core.plugin.capabilities import device_of
-from hetero.core.runtime.archive import (
+from hetero.core.exec.archive import (
     constants_member, open_zip, read_constants, read_manifest, read_member, write_zip,
 )
-from hetero.core.runtime.device import HOST, NumpyDevice
+from hetero.core.exec.device import HOST, NumpyDevice
 from hetero.errors import DamagedFileError, InputError, PluginError
 
 K = TypeVar("K")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetero.core.ir.graph import Graph, Value
-from hetero.core.passes.pattern import Const, Match, Op, Var
+from hetero.core.ir.pattern import Const, Match, Op, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 
 

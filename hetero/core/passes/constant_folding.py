@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero.core.exec.reference import run_node
 from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.passes.pattern import Match, Op
+from hetero.core.ir.pattern import Match, Op
 from hetero.core.passes.rewrite import Rule, rewrite
-from hetero.core.runtime.reference import run_node
 
 #: Elements per folded output above which a node is left alone: folding would hold
 #: the tensor in memory a second time, and a broadcast (Expand) could blow it up.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetero.core.ir.graph import Graph, Value
-from hetero.core.passes.pattern import Const, Match, Op, Opt, Var
+from hetero.core.ir.pattern import Const, Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, exclusive_use, rewrite
 
 _BN_PARAMS = ("scale", "bias", "mean", "var")

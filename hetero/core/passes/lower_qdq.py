@@ -44,7 +44,7 @@ import numpy as np
 from hetero.core.ir.graph import Graph, Node, Value
 from hetero.core.ir.ops.fixed_point import quantize_multiplier
 from hetero.core.ir.ops.qint import quantize_add_multipliers
-from hetero.core.passes.pattern import Match, Op, Opt, Var
+from hetero.core.ir.pattern import Match, Op, Opt, Var
 from hetero.core.passes.rewrite import Rule, exclusive_use, rewrite
 from hetero.core.quant.qdq import (
     QParams,

@@ -10,7 +10,7 @@ the output name, so callers see the same output names after the pass.
 from __future__ import annotations
 
 from hetero.core.ir.graph import Graph, Value
-from hetero.core.passes.pattern import Match, Op, Var
+from hetero.core.ir.pattern import Match, Op, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 
 

@@ -1,7 +1,7 @@
 """The rewrite driver: apply a table of rules to a copy of a graph until nothing changes.
 
 A :class:`Rule` is three small pieces, as in onnxscript's rewriter: a *pattern* (an
-:class:`~hetero.core.passes.pattern.Op` rooted at the node to replace), a *check*
+:class:`~hetero.core.ir.pattern.Op` rooted at the node to replace), a *check*
 that returns ``None`` to accept a match or a reason string to reject it, and a
 *replacement* that builds new nodes and returns the values that take the place of
 the root node's outputs::
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import itertools
 
 from hetero.core.ir.graph import Graph, Node, Value
+from hetero.core.ir.pattern import Match, Op
 from hetero.core.ir.verify import problems
 from hetero.core.passes.dead_code import remove_dead_nodes_in_place
-from hetero.core.passes.pattern import Match, Op
 from hetero.errors import HeteroError, PatternError
 
 CheckFn = Callable[[Graph, Match], "str | None"]

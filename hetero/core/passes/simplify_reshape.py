@@ -10,7 +10,7 @@ these ops only move data, so the rewritten graph computes the same bits.
 from __future__ import annotations
 
 from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.passes.pattern import Match, Op, Var
+from hetero.core.ir.pattern import Match, Op, Var
 from hetero.core.passes.rewrite import Rule, rewrite
 
 #: Ops that keep the elements in row-major order and change only the shape.

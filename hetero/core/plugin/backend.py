@@ -47,8 +47,8 @@ import numpy as np
 
 from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.opdef import get_op, op_names
+from hetero.core.ir.pattern import Match, Op
 from hetero.core.memory.hierarchy import MemoryHierarchy
-from hetero.core.passes.pattern import Match, Op
 from hetero.core.plugin.target import Declarations, Option, Target
 from hetero.errors import HeteroError, PluginError, did_you_mean
 
@@ -104,7 +104,7 @@ class Pattern:
     """A composite a backend wants to take whole, such as a Conv followed by its Relu.
 
     ``pattern`` is written in the graph pattern language
-    (:mod:`hetero.core.passes.pattern`) and rooted at the composite's last node;
+    (:mod:`hetero.core.ir.pattern`) and rooted at the composite's last node;
     ``check``, when given, accepts a match or refuses it with a reason (an NPU
     refusing a fusion whose weights overflow its scratchpad), exactly as
     :meth:`Backend.supports` does for one node; it receives the match and the
@@ -132,7 +132,7 @@ class Pattern:
         if not isinstance(self.pattern, Op):
             raise PluginError(
                 f"pattern {self.name!r}: the pattern must be an Op from "
-                f"hetero.core.passes.pattern, rooted at the composite's last node; got {self.pattern!r}"
+                f"hetero.core.ir.pattern, rooted at the composite's last node; got {self.pattern!r}"
             )
 
     def match(self, node: Node, target: Target) -> Iterator[tuple[Match, Support]]:
@@ -167,7 +167,7 @@ class CompiledPart(Protocol):
     :class:`~hetero.core.plugin.capabilities.Profiles` (``last_profile``),
     :class:`~hetero.core.plugin.capabilities.CountsKernels` (``kernel_count``) and
     :class:`~hetero.core.plugin.capabilities.OnDevice` (``device``: a part on a
-    :class:`~hetero.core.runtime.device.Device` takes and returns that device's
+    :class:`~hetero.core.exec.device.Device` takes and returns that device's
     arrays, and the executable moves values between devices; any other part is on
     the host and takes and returns numpy arrays).
     """

@@ -15,7 +15,7 @@ to inherit): ``isinstance`` checks that they are there.
 - :class:`Profiles` (``last_profile``): the executable's per-kernel times;
 - :class:`CountsKernels` (``kernel_count``): ``hetero compile``'s summary line;
 - :class:`OnDevice` (``device``): where the executable keeps the part's values
-  (:mod:`hetero.core.runtime.device`); :func:`device_of` answers for any part.
+  (:mod:`hetero.core.exec.device`); :func:`device_of` answers for any part.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from hetero.core.runtime.device import HOST, Device
+from hetero.core.exec.device import HOST, Device
 
 
 @runtime_checkable
@@ -104,7 +104,7 @@ class CountsKernels(Protocol):
 
 @runtime_checkable
 class OnDevice(Protocol):
-    """A part that runs on a :class:`~hetero.core.runtime.device.Device` other than the host.
+    """A part that runs on a :class:`~hetero.core.exec.device.Device` other than the host.
 
     Its ``run`` takes and returns that device's arrays; the executable copies values
     in and out of it as the partition's transfers say, and leaves them there between
@@ -115,7 +115,7 @@ class OnDevice(Protocol):
 
 
 def device_of(part: object) -> Device:
-    """The device ``part`` runs on: the one it declares, else :data:`~hetero.core.runtime.device.HOST`."""
+    """The device ``part`` runs on: the one it declares, else :data:`~hetero.core.exec.device.HOST`."""
     return part.device if isinstance(part, OnDevice) else HOST
 
 

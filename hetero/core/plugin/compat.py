@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hetero.core.ir.graph import Graph, Node
-from hetero.core.passes.pattern import Match
+from hetero.core.ir.pattern import Match
 from hetero.core.plugin.backend import API_VERSION, Backend, CompiledPart, Pattern, Support
 from hetero.core.plugin.target import Declarations, Target
 

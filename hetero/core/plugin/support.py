@@ -15,6 +15,9 @@ backend's ``supports`` is then one line::
         return CHECK(node, target)
 
 Every refusal names the backend, the node and what to do, as the partition report shows it.
+
+The core asks a target about a node through :func:`ask`, which contains a failing
+``supports``: the partitioner's annotation and quantisation's integer lowering both do.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 from hetero.core.ir.graph import Node
 from hetero.core.plugin.backend import Support
 from hetero.core.plugin.target import Target
+from hetero.errors import PluginError
 
 #: One condition on a node, under the backend's target.
 Check = Callable[[Node, Target], Support]
@@ -125,3 +129,23 @@ def nonempty_outputs(backend: str) -> Check:
     outputs may refuse."""
     return check(lambda node, _: all(v.type.size for v in node.outputs),
                  lambda node: f"{node.name} produces an empty tensor; {backend} needs at least one element")
+
+
+def ask(target: Target, node: Node, on_raise: Callable[[str], None] | None = None) -> Support:
+    """``target.supports(node)``, contained: a raise is a refusal whose reason names the
+    error (and is passed to ``on_raise`` when given, for callers that record it), since
+    a broken plugin must not take the compiler down (ARCHITECTURE.md rule 6); an answer
+    that is no :class:`~hetero.core.plugin.backend.Support` is a PluginError."""
+    try:
+        answer = target.supports(node)
+    except Exception as exc:  # noqa: BLE001 - any plugin failure becomes a refusal
+        reason = f"{target.name}.supports() raised {type(exc).__name__}: {exc}"
+        if on_raise is not None:
+            on_raise(reason)
+        return Support.no(reason)
+    if not isinstance(answer, Support):
+        raise PluginError(
+            f"backend {target.name!r}: supports({node.name}) returned {answer!r}; "
+            "return Support.yes() or Support.no(reason)"
+        )
+    return answer

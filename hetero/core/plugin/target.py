@@ -228,6 +228,22 @@ def route_options(options: Mapping[str, Any], selected: Sequence[Backend],
     return routed
 
 
+def parse_option_value(text: str) -> object:
+    """An option's value written as text (``hetero --option NAME=VALUE``, the conformance
+    suite's ``--hetero-option``): ``true``/``false`` booleans, integers and decimals
+    numbers, anything else the string."""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def plain_value(value: Any) -> Any:
     """An option's value (or default, or choice) as JSON data, for reports and listings:
     as it is when it is plain, a list for a sequence of plain values, else its repr."""

@@ -32,8 +32,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from hetero.core import progress
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import QuantizationError
 
 _FORMAT = "hetero-calibration"

@@ -13,8 +13,9 @@ partitioning (:func:`prepare_for_targets`):
   partitioner sees ``QConv`` where an NPU can run one. A unit no such backend takes
   stays float QDQ, which every backend runs. A model that arrives quantised (QDQ
   from onnxruntime's quantiser) goes through the same lowering. A backend whose
-  ``supports`` raises refuses the node, as in the partitioner's annotation, and the
-  error is reported as a :class:`~hetero.core.plugin.manager.PluginWarning`.
+  ``supports`` raises refuses the node, as in the partitioner's annotation (both ask
+  through :func:`~hetero.core.plugin.support.ask`), and the error is reported as a
+  :class:`~hetero.core.plugin.manager.PluginWarning`.
 """
 
 from __future__ import annotations
@@ -23,15 +24,14 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hetero.core.ir.graph import Graph
+from hetero.core.ir.graph import Graph, Node
 from hetero.core.ir.ops.qint import INTEGER_OPS
-from hetero.core.ir.graph import Node
-from hetero.core.partition.annotate import ask
 from hetero.core.passes.lower_qdq import lower_qdq_where, unit_of
 from hetero.core.passes.quantize import quantize
 from hetero.core.plugin.backend import Backend
-from hetero.core.plugin.target import Target, as_target
 from hetero.core.plugin.manager import PluginWarning
+from hetero.core.plugin.support import ask
+from hetero.core.plugin.target import Target, as_target
 from hetero.core.quant.calibrate import Calibration, MinMax, Percentile, RangeMethod, calibrate
 from hetero.errors import QuantizationError, did_you_mean
 

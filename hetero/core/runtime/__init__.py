@@ -1,1 +1,2 @@
-"""Run-time pieces: input checking, the reference executor."""
+"""The compiled program at run time: the executable, its transfers, profiling, comparison
+with the reference, saving and the compile cache (signed, digested)."""

@@ -75,11 +75,12 @@ import warnings
 
 import numpy as np
 
+from hetero import _version
 from hetero.core import timing
+from hetero.core.exec.archive import memory_limit, npz_bytes, read_npz
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend, CompiledPart
 from hetero.core.plugin.target import Target
-from hetero.core.runtime.archive import memory_limit, npz_bytes, read_npz
 from hetero.core.runtime.digest import TreeDigests, tree_digest
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, seal
 from hetero.errors import CacheError, DamagedFileError, HeteroError
@@ -147,10 +148,8 @@ def cache_key(subgraph: Graph, backend: Backend, options: Mapping[str, Any]) -> 
     plain JSON data (numbers, strings, booleans, None, lists and dicts of them):
     anything else has no stable serialisation to key on.
     """
-    from hetero import __version__
-
     digest, feed = _digest("hetero-compile-cache/2")
-    feed(__version__)
+    feed(_version.__version__)
     feed(backend.name)
     feed(backend.version)
     feed(_options_json(options, f"compile option {{name!r}} for backend {backend.name}"))
@@ -165,10 +164,8 @@ def model_key(graph: Graph, settings: Mapping[str, Any], arrays: GraphArrays | N
     compile driver lists them (plain JSON data; CacheError naming the setting if not).
     hetero's version and sources and the host's platform are added here. ``arrays`` is
     ``GraphArrays(graph)`` when the caller started hashing the arrays earlier."""
-    from hetero import __version__
-
     digest, feed = _digest("hetero-model-cache/1")
-    feed(__version__)
+    feed(_version.__version__)
     feed(_source_identity())
     feed(json.dumps([platform.system(), platform.machine()]))
     feed(_options_json(settings, "compile setting {name!r}"))
@@ -183,9 +180,7 @@ def _source_identity() -> bytes:
     bundled backends run, so a change to any of them (a checkout, a development edit)
     must miss even where hetero's version number stays the same. Read once a process
     (about 3 ms for 270 files)."""
-    from hetero import __file__ as package
-
-    root = Path(package).parent
+    root = Path(_version.__file__).parent
     digest = hashlib.sha256()
     for folder, folders, files in os.walk(root):
         folders.sort()

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hetero.core import progress
+from hetero.core.exec.device import run_from_host
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.capabilities import RunsIntermediates, device_of
-from hetero.core.runtime.device import run_from_host
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import PartitionError
 
 if TYPE_CHECKING:

@@ -3,8 +3,8 @@
 An :class:`Executable` holds the interface of the graph it was compiled from and
 a list of :class:`Placement` — one compiled part per region, in execution order,
 with the backend that compiled it and the partition's transfers around it
-(:mod:`hetero.core.runtime.transfers`). ``run`` keeps every value on the device of
-the part that produced it (:mod:`hetero.core.runtime.device`; the host for parts
+(:mod:`hetero.core.partition.transfers`). ``run`` keeps every value on the device of
+the part that produced it (:mod:`hetero.core.exec.device`; the host for parts
 that declare none), so consecutive parts on one device hand values over in place;
 it performs each transfer between two devices, timed, and returns the graph outputs
 as host arrays. It checks that each part returned every output its subgraph
@@ -15,7 +15,7 @@ recompiling (each backend rebuilds its parts from their artifacts).
 
 The file is :data:`MAGIC`, a seal (:mod:`hetero.core.runtime.signing`), then a zip of
 ``manifest.json``, ``constants.npz`` and ``parts/N.bin`` (every part's artifact),
-written deterministically (:mod:`hetero.core.runtime.archive`). :func:`load` checks
+written deterministically (:mod:`hetero.core.exec.archive`). :func:`load` checks
 the seal before it reads anything else, so only executables this user's hetero
 saved reach a backend's loader; :func:`trust` signs one from elsewhere.
 """
@@ -32,18 +32,19 @@ from typing import Any
 
 import numpy as np
 
-from hetero.core.ir.graph import Graph
-from hetero.core.ir.types import as_dtype
-from hetero.core.plugin.backend import Backend, CompiledPart
-from hetero.core.plugin.capabilities import DrawsTimeline, Profiles, Reports, device_of
-from hetero.core.runtime.archive import (
+from hetero import _version
+from hetero.core.exec.archive import (
     MANIFEST_LIMIT, npz_bytes, open_zip, read_member, read_npz, read_regular_file, write_atomically,
     write_zip,
 )
-from hetero.core.runtime.inputs import check_inputs
+from hetero.core.exec.device import HOST, Device, transfer
+from hetero.core.exec.inputs import check_inputs
+from hetero.core.ir.graph import Graph
+from hetero.core.ir.types import as_dtype
+from hetero.core.partition.transfers import TransferStep, plan_transfers
+from hetero.core.plugin.backend import Backend, CompiledPart
+from hetero.core.plugin.capabilities import DrawsTimeline, Profiles, Reports, device_of
 from hetero.core.runtime.signing import SEAL_SIZE, check_seal, key_path, seal
-from hetero.core.runtime.device import HOST, Device, transfer
-from hetero.core.runtime.transfers import TransferStep, plan_transfers
 from hetero.errors import DamagedFileError, HeteroError, Keyword, ModelLoadError, PluginError, SignatureError
 
 FORMAT = "hetero-executable"
@@ -267,10 +268,8 @@ class Executable:
         """What :func:`rebuild` needs besides the constants and the parts, as JSON data:
         each part's entry names its artifact as ``artifacts`` gives it (a member of a
         saved file, a compile-cache key)."""
-        from hetero import __version__
-
         return {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "hetero_version": __version__,
+            "format": FORMAT, "format_version": FORMAT_VERSION, "hetero_version": _version.__version__,
             "name": self.name,
             "inputs": [[n, list(s), d] for n, s, d in self.interface.inputs],
             "outputs": [[n, list(s), d] for n, s, d in self.interface.outputs],

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.exec.inputs import Declared, check_declared
 from hetero.core.runtime.executable import Executable, Interface
-from hetero.core.runtime.inputs import Declared, check_declared
 from hetero.errors import (
     DynamicInputError, HeteroError, InputError, Keyword, OperandInputError, SpecializationLimitError,
 )

@@ -5,7 +5,7 @@ in words for ``hetero plugins`` and for the error a run raises: the bindings are
 installed, the driver library is missing (``cuInit`` raises rather than returning an
 error code when ``libcuda.so`` cannot be loaded), or the driver finds no GPU
 (``CUDA_ERROR_NO_DEVICE``). :class:`CudaDevice` is the
-:class:`~hetero.core.runtime.device.Device` the cuda backend's parts run on: its arrays
+:class:`~hetero.core.exec.device.Device` the cuda backend's parts run on: its arrays
 are :class:`CudaArray` (device memory from ``cuMemAlloc``, freed when the array is
 dropped), copies in and out are ``cuMemcpyHtoD``/``cuMemcpyDtoH``, and a reshape is the
 same memory with another shape, as a numpy view. :meth:`CudaDevice.load` loads a
@@ -189,7 +189,7 @@ class LoadedKernel:
 
 
 class CudaDevice:
-    """GPU 0 as a hetero :class:`~hetero.core.runtime.device.Device` (name ``"cuda:0"``)."""
+    """GPU 0 as a hetero :class:`~hetero.core.exec.device.Device` (name ``"cuda:0"``)."""
 
     name = "cuda:0"
 

@@ -34,7 +34,7 @@ from hetero.core.ir.tir import (
 )
 from hetero.core.ir.tir.legalize import Native, legalize
 from hetero.core.lower import lower_node
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.reference import run_reference
 from hetero.core.schedule import LoopRef, Schedule
 from hetero.errors import CodegenError
 

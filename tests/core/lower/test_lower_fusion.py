@@ -15,10 +15,10 @@ import re
 
 import numpy as np
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.ir.tir import Allocate, Block, For, PrimFunc, Seq, Stmt, Store, run_func, walk
 from hetero.core.lower import lower_group
-from hetero.core.runtime.reference import run_reference
 from opcheck import assert_within
 
 RNG = np.random.default_rng(23)

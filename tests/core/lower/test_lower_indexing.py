@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.graph import Graph
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import InputError
 
 RNG = np.random.default_rng(5)

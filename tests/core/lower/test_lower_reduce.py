@@ -13,10 +13,10 @@ import pytest
 from lowercheck import lowered_and_reference, run_lowered
 from opcheck import assert_within, reference
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.tir import Allocate, Store, verify_func, walk
 from hetero.core.lower import lower_group, lower_node
-from hetero.core.runtime.reference import run_reference
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((3, 4, 5)).astype(np.float32)

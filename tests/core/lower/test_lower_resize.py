@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from lowercheck import lowered_and_reference
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
-from hetero.core.runtime.reference import run_reference
 
 X = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6) / 7 - 2
 

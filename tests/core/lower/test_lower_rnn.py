@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.tir import run_func, verify_func
 from hetero.core.lower import lower_node
-from hetero.core.runtime.reference import run_reference
 
 _GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}
 

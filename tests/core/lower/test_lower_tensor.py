@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from lowercheck import lowered_and_reference, run_lowered
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder, as_dtype
 from hetero.core.ir.tir import verify_func
 from hetero.core.lower import lower_node
-from hetero.core.runtime.reference import run_reference
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 11.5
 INT64_MAX = np.iinfo(np.int64).max

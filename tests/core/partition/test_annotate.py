@@ -6,8 +6,8 @@ import pytest
 from toyplugin import ToyBackend
 
 from hetero import GraphBuilder
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.partition import annotate
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, Support
 from hetero.errors import PartitionError
 

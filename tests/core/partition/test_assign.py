@@ -7,9 +7,9 @@ import pytest
 from toyplugin import ToyBackend
 
 from hetero import GraphBuilder
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
 from hetero.core.partition import annotate, assign
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern
 from hetero.errors import PartitionError
 

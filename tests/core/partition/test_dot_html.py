@@ -24,11 +24,11 @@ from toyplugin import ToyBackend, plugin_source, run_hetero, write_distribution
 import hetero
 from hetero import GraphBuilder
 from hetero.core.frontend.light import resolve_model
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.memory import format_bytes
 from hetero.core.partition import partition_graph
 from hetero.core.partition.dot import FALLBACK_COLOR, PALETTE, TRANSFER_COLOR, to_dot
 from hetero.core.partition.html import to_html
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, get_backend
 
 _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]|\\.)*")|(->|[{}\[\];,=])|([A-Za-z_0-9.#]+))', re.DOTALL)

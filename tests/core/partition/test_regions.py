@@ -16,8 +16,8 @@ import hetero
 from hetero import GraphBuilder
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.partition import annotate, assign, merge_regions, partition_graph
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, get_backend
 from hetero.errors import PartitionError
 
@@ -57,6 +57,18 @@ def test_the_diamond_splits_instead_of_making_a_cycle(acc) -> None:
     assert regions_of(part) == [("acc", ("A", "C")), ("llvm_cpu", ("B",)), ("acc", ("D",))]
     assert nx.is_directed_acyclic_graph(part.quotient())
     assert next(iter(nx.topological_sort(part.quotient()))) == "r0"
+
+
+def test_the_compile_units_are_the_regions_or_the_whole_graph_when_one_backend_has_them_all(acc) -> None:
+    part = partition_graph(diamond(), acc, min_ratio=0)
+    assert [(u.region, u.backend, u.graph.name) for u in part.units()] == [
+        (r.name, r.backend, part.subgraph(r).name) for r in part.regions]
+    b = GraphBuilder("apart")
+    b.output(b.Neg(b.input("x", (1, 256)), name="nx"))
+    b.output(b.Neg(b.input("y", (1, 256)), name="ny"))
+    apart = partition_graph(b.build(), acc, min_ratio=0)
+    assert [r.backend for r in apart.regions] == ["llvm_cpu", "llvm_cpu"]
+    assert apart.units() == [("r0+r1", "llvm_cpu", apart.graph)]
 
 
 def test_a_chain_partitions_into_runs_of_one_backend(acc) -> None:

@@ -9,9 +9,9 @@ from hetero.core.plugin.target import bind
 from toyplugin import ToyBackend
 
 from hetero import GraphBuilder
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.partition import partition_graph
 from hetero.core.partition.costs import estimate
-from hetero.core.passes.pattern import Op, Var
 from hetero.core.plugin import Pattern, Support
 
 

@@ -14,7 +14,7 @@ from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.lower.steps import KernelStep
 from hetero.core.parts import STAGES, BuiltStep, compile_steps
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.reference import run_reference
 from hetero.errors import CodegenError, PluginError
 
 

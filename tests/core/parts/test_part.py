@@ -17,8 +17,8 @@ from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.parts import Clock, Step, StepPart, compile_steps
 from hetero.core.plugin.capabilities import CountsKernels, OnDevice, Profiles, RunsIntermediates
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.archive import write_zip
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.archive import write_zip
+from hetero.core.exec.reference import run_reference
 from hetero.errors import DamagedFileError, InputError, PluginError
 
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
-from hetero.core.runtime.reference import run_reference
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
 from hetero.core.passes.algebra import simplify_algebra
-from hetero.core.runtime.reference import run_reference
 
 
 def _graph(op: str, const: np.ndarray | None, attrs=None, shape=(2, 3), dtype="float32",

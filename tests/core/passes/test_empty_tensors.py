@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.graph import Graph
 from hetero.core.passes.pipeline import optimize
-from hetero.core.runtime.reference import run_reference
 
 
 def test_a_node_whose_outputs_are_empty_becomes_a_constant() -> None:

@@ -14,6 +14,7 @@ import onnx
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.graph import Graph, Value
@@ -21,7 +22,6 @@ from hetero.core.ir.opdef import get_op
 from hetero.core.ir.ops.layout import blocked_weight, from_blocked, to_blocked, unblocked_weight
 from hetero.core.passes.fuse import fuse_epilogues, groups
 from hetero.core.passes.layout import Placement, block_layout
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import InputError, OptionError, ShapeError
 from models import LIGHT_MODELS, light_model_path
 from oracle import run_model

@@ -11,9 +11,9 @@ import pytest
 from oracle import quantize_with_onnxruntime
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder, Value
 from hetero.core.passes.lower_qdq import lower_qdq, lower_qdq_where, unit_of
-from hetero.core.runtime.reference import run_reference
 
 RNG = np.random.default_rng(11)
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}

@@ -10,13 +10,13 @@ import pytest
 
 import hetero
 from hetero import GraphBuilder
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
 from hetero.core.ir.graph import Graph
 from hetero.core.ir.verify import verify
 from hetero.core.passes.quantize import quantize
 from hetero.core.quant import Calibration, calibrate
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import QuantizationError
 from models import light_model_path
 from oracle import quantize_with_onnxruntime

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hetero.core.ir import Graph, GraphBuilder
-from hetero.core.passes.pattern import Op, Var
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.passes.rewrite import Rule, exclusive_use, rewrite
 from hetero.errors import PatternError
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.ir.pattern import Const, Match, Op, Var
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.core.passes.pattern import Const, Match, Op, Var
 from hetero.core.plugin import Backend, CompiledPart, Pattern, Support, validate_backend
-from hetero.core.runtime.reference import run_reference
-from hetero.errors import PluginError
 from hetero.core.plugin.target import Target, bind
+from hetero.errors import PluginError
 from toyplugin import ToyBackend
 
 #: What the pattern checks here receive: a toy backend under default options.
@@ -78,7 +78,7 @@ def test_pattern_check_must_answer_with_support() -> None:
 def test_pattern_needs_a_name_and_an_op_pattern() -> None:
     with pytest.raises(PluginError, match="needs a name"):
         Pattern("", Op("Relu", Var("x")))
-    with pytest.raises(PluginError, match="must be an Op from hetero.core.passes.pattern"):
+    with pytest.raises(PluginError, match="must be an Op from hetero.core.ir.pattern"):
         Pattern("p", ("Conv", "Relu"))  # type: ignore[arg-type]
 
 

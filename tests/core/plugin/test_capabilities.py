@@ -8,12 +8,12 @@ import re
 import numpy as np
 
 import hetero
+from hetero.core.exec.device import HOST
 from hetero.core.ir import GraphBuilder
 from hetero.core.plugin import capabilities
 from hetero.core.plugin.capabilities import (
     CountsKernels, DrawsTimeline, OnDevice, Profiles, RecordsTimeline, Reports, RunsIntermediates, device_of,
 )
-from hetero.core.runtime.device import HOST
 from hetero.testing.models import calibration_inputs, conv_block
 
 ALL = (CountsKernels, DrawsTimeline, OnDevice, Profiles, RecordsTimeline, Reports, RunsIntermediates)

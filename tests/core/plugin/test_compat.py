@@ -24,7 +24,7 @@ from toyplugin import ToyBackend
 _PREAMBLE = """\
 import json
 from hetero.core.memory import MemoryHierarchy, MemoryLevel
-from hetero.core.passes.pattern import Op, Var
+from hetero.core.ir.pattern import Op, Var
 from hetero.core.plugin import Backend, Pattern, Support, hookimpl
 from toyplugin import ToyBackend, ToyPart
 

@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.archive import write_zip
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.plugin.manager import get_backend
+from hetero.core.plugin.target import bind
 from hetero.core.runtime import executable as executable_module
-from hetero.core.runtime.archive import write_zip
 from hetero.core.runtime.cache import CACHE_ENV, CacheWarning, CompileCache, cache_key
 from hetero.core.runtime.executable import MAGIC, load, trust
 from hetero.core.runtime.signing import KEY_ENV, check_seal, key_path, seal
 from hetero.errors import CacheError, DamagedFileError, HeteroError, ModelLoadError, SignatureError
-from hetero.core.plugin.target import bind
 
 X = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
 
@@ -237,7 +237,7 @@ def test_a_signed_zip_bomb_is_refused_before_it_is_inflated(
             zf.writestr(name, data)
     saved.write_bytes(signed(bomb.getvalue()))
     # This machine "has" 16 MiB: an entry declaring 64 MiB is refused by its header.
-    monkeypatch.setattr("hetero.core.runtime.archive.memory_limit", lambda: 16 * 2**20)
+    monkeypatch.setattr("hetero.core.exec.archive.memory_limit", lambda: 16 * 2**20)
     with pytest.raises(DamagedFileError, match=r"'parts/0.bin' declares 67108864 bytes, at most 16777216"):
         load(saved)
 

@@ -105,7 +105,7 @@ def test_a_change_to_what_the_key_holds_is_a_miss(
         # An edit or a checkout under the same version number: the passes may differ.
         monkeypatch.setattr(cache_module, "_source_identity", lambda: b"edited")
     else:
-        monkeypatch.setattr(hetero, "__version__", "99.0")
+        monkeypatch.setattr(hetero._version, "__version__", "99.0")
     exe, phases = compile_recorded(graph, tmp_path, **kwargs)
     assert not is_model_hit(phases) and "optimise" in phases
     assert "model cache load" in phases and "model cache store" in phases

@@ -13,8 +13,8 @@ from toyplugin import plugin_source
 import hetero
 from hetero.core.compiler import CompileFallbackWarning
 from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.partition.transfers import TransferStep
 from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.transfers import TransferStep
 from hetero.errors import PluginError, UnsupportedOpError
 
 #: A toy plugin whose codegen always raises.

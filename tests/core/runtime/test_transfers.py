@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 import hetero
+from hetero.core.partition.transfers import TransferStep, plan_transfers
 from hetero.core.plugin.manager import get_backend
 from hetero.core.quant.flow import lower_for_backends, quantize_model
-from hetero.core.runtime.transfers import TransferStep, plan_transfers
 from hetero.testing.models import calibration_inputs, conv_block, model_inputs
 
 

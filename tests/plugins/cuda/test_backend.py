@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.parts import STAGES
 from hetero.core.plugin import get_backend
@@ -28,10 +29,9 @@ from hetero.core.plugin.capabilities import OnDevice, Reports
 from hetero.core.plugin.listing import format_plugins
 from hetero.core.plugin.manager import load_plugins
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, OptionError
-from hetero.plugins.cuda import backend as cuda_backend
 from hetero.plugin import GPU_PRESETS
+from hetero.plugins.cuda import backend as cuda_backend
 from hetero.plugins.cuda.driver import NoCudaDeviceError, probe
 from hetero.plugins.cuda.ptxas import INSTALL_HINT, find_ptxas
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
-from hetero.core.runtime.reference import run_reference
 from hetero.plugins.cuda.driver import CudaArray, probe
 from hetero.plugins.cuda.part import GPU
 from hetero.testing.models import MODELS, model_inputs

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.parts import STAGES
 from hetero.core.plugin import get_backend
@@ -24,7 +25,6 @@ from hetero.core.plugin.backend import validate_backend
 from hetero.core.plugin.capabilities import Reports
 from hetero.core.plugin.manager import load_plugins
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.reference import run_reference
 from hetero.plugins.fpga_hls import backend as hls_backend
 from hetero.plugins.fpga_hls.csim import GXX_FLAGS, find_gxx
 from hetero.plugins.fpga_hls.device import PRESETS

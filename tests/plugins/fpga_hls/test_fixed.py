@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.graph import Graph
 from hetero.core.lower import lower_group, lower_node
@@ -31,7 +32,6 @@ from hetero.core.lower.steps import VIEW_OPS, kernel_steps
 from hetero.core.passes.fuse import fuse_epilogues
 from hetero.core.plugin import get_backend
 from hetero.core.plugin.target import bind
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import CodegenError, OptionError
 from hetero.plugins.fpga_hls import fixed
 from hetero.plugins.fpga_hls.backend import build

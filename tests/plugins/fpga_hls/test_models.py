@@ -13,8 +13,8 @@ import onnx
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend.onnx import randomize_weights
-from hetero.core.runtime.reference import run_reference
 from hetero.plugins.fpga_hls.csim import find_gxx
 from hetero.testing.networks import mobilenet_v2_style
 

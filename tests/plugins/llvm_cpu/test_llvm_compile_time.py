@@ -18,15 +18,15 @@ import pytest
 
 import hetero
 from hetero.core import timing
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.tir import Block, Buffer, For, ForKind, PrimFunc, Store, Var
-from hetero.core.runtime.reference import run_reference
+from hetero.core.lower import lower_node
 from hetero.errors import OptionError
 from hetero.plugins.llvm_cpu import CompiledKernel, render
 from hetero.plugins.llvm_cpu.jit import (
     JOBS_ENV, MIN_PARALLEL, OWNER, RUNS_ONCE, compile_all, compile_workers, jit_compile, structural_key,
 )
-from hetero.core.lower import lower_node
 from hetero.plugins.llvm_cpu.target import host_target_machine, optimise, unrolls
 
 RNG = np.random.default_rng(5)

@@ -17,13 +17,13 @@ import numpy as np
 from oracle import run_node
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.lower import lower_node
 from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.reference import run_reference
+from hetero.core.plugin.target import bind
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel
 from hetero.plugins.llvm_cpu.schedules import default_schedule
-from hetero.core.plugin.target import bind
 
 NAN = np.float32("nan")
 RNG = np.random.default_rng(5)

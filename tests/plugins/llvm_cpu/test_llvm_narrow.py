@@ -15,9 +15,9 @@ import numpy as np
 import onnx.numpy_helper
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
 from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.reference import run_reference
 from hetero.core.plugin.target import bind
 
 RNG = np.random.default_rng(11)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder
 from hetero.core.ir.ops.layout import blocked_weight, to_blocked
 from hetero.core.lower import lower_node
-from hetero.core.runtime.reference import run_reference
 from hetero.plugins.llvm_cpu.host import host
 from hetero.plugins.llvm_cpu.schedules import default_schedule
 from hetero.plugins.llvm_cpu.schedules_blocked import plan_blocked, tile_shape

@@ -19,6 +19,7 @@ import pytest
 from oracle import quantize_with_onnxruntime
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend.light import resolve_model
 from hetero.core.frontend.onnx import randomize_weights
 from hetero.core.frontend.onnx.loader import read_model
@@ -28,7 +29,6 @@ from hetero.core.plugin.manager import get_backend
 from hetero.core.quant.calibrate import MinMax, calibrate
 from hetero.core.quant.flow import lower_for_backends, quantize_model
 from hetero.core.runtime.executable import Executable
-from hetero.core.runtime.reference import run_reference
 from tests.core.passes.test_lower_qdq import write_float_model
 
 #: Integer work the NPU must take (MaxPool only on int8 tensors).

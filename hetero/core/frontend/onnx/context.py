@@ -22,10 +22,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from hetero.core.exec.reference import run_node
 from hetero.core.frontend.onnx.budget import FOLD_MAX_ELEMENTS, check_elements
 from hetero.core.frontend.onnx.loader import fresh_name, node_label
 from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.runtime.reference import run_node
 from hetero.errors import (
     DataDependentError, DynamicShapeError, Keyword, ModelLoadError, OperandInputError, TensorTooLargeError,
     UnsupportedOpError,

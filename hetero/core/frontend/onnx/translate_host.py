@@ -2,7 +2,7 @@
 
 NonZero, Compress, Unique and NonMaxSuppression return as many elements as the data
 says. With constant inputs (a mask built from shapes, say) they fold at import, by
-the same kernels the host runs (:mod:`hetero.core.runtime.host_ops`); otherwise the
+the same kernels the host runs (:mod:`hetero.core.exec.host_ops`); otherwise the
 node raises :class:`~hetero.errors.DataDependentError` with ``host`` set, and
 ``hetero.compile`` runs it on the host between compiled stages
 (:mod:`hetero.core.staging`).
@@ -10,8 +10,8 @@ node raises :class:`~hetero.errors.DataDependentError` with ``host`` set, and
 
 from __future__ import annotations
 
+from hetero.core.exec.host_ops import HOST_OPS, run_host_op
 from hetero.core.frontend.onnx.context import NodeContext, translates
-from hetero.core.runtime.host_ops import HOST_OPS, run_host_op
 from hetero.errors import DataDependentError
 
 #: The ONNX ops that run on the host when their inputs are not constants.

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hetero import _version
 from hetero.errors import DamagedFileError, InputError
 
 #: The target option through which a backend receives its tuned traces: a mapping of
@@ -53,9 +54,7 @@ class Record:
 def new_record(task: str, backend: str, trace: str, seconds: float | None, machine: Mapping[str, Any],
                label: str = "", error: str | None = None) -> Record:
     """A record of a trial made now, by this hetero."""
-    from hetero import __version__
-
-    return Record(task, backend, trace, seconds, dict(machine), __version__, time.time(), label, error)
+    return Record(task, backend, trace, seconds, dict(machine), _version.__version__, time.time(), label, error)
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[Record]) -> None:

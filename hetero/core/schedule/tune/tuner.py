@@ -26,9 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# The compile's own units: tasks are the kernels a compile of the same session builds.
 from hetero.core import progress
-from hetero.core.compiler import Session, _units
+from hetero.core.compiler import Session
 from hetero.core.ir.graph import Graph
 from hetero.core.plugin.backend import Backend
 from hetero.core.schedule.tune.executors import ExecutorFactory, executor_factory
@@ -70,13 +69,13 @@ class Budget:
 
 def extract_tasks(graph: Graph, session: Session) -> list[tuple[Backend, TuningTask]]:
     """The distinct kernels of ``graph`` (optimised) for ``session``'s targets, partitioned as
-    its compile would, with the backend that builds each."""
-    prepared = session.prepare(graph)
-    partition = session.partition(prepared)
+    its compile would, with the backend that builds each: the tasks of the units
+    (:meth:`~hetero.core.partition.partition.Partition.units`) a compile of the same
+    session compiles."""
     found: list[tuple[Backend, TuningTask]] = []
-    for _, name, subgraph in _units(prepared, partition):
-        target = session.target(name)
-        found.extend((target.backend, t) for t in target.backend.tuning_tasks(subgraph, target))
+    for unit in session.partition(session.prepare(graph)).units():
+        target = session.target(unit.backend)
+        found.extend((target.backend, t) for t in target.backend.tuning_tasks(unit.graph, target))
     merged = merge_tasks([t for _, t in found])
     backends = {t.backend: b for b, t in found}
     return [(backends[t.backend], t) for t in merged]

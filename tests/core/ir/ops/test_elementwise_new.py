@@ -9,9 +9,9 @@ import numpy as np
 from onnx.reference import ReferenceEvaluator
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.frontend import load_onnx
 from hetero.core.ir.builder import GraphBuilder
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import OpAttributeError, ShapeError
 from oracle import node_model, run_model, run_node
 

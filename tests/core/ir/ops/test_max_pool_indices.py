@@ -13,7 +13,7 @@ from onnx import helper
 import pytest
 
 import hetero
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.reference import run_reference
 from models import tiny_model
 from oracle import run_model
 

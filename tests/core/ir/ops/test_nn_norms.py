@@ -15,8 +15,8 @@ from onnx.reference import ReferenceEvaluator
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
-from hetero.core.runtime.reference import run_reference
 from hetero.onnx_backend import HeteroBackend
 from oracle import node_model, run_model
 

@@ -9,11 +9,11 @@ from hypothesis.extra import numpy as hnp
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.graph import Node
 from hetero.core.ir.opdef import get_op
 from hetero.core.ir.types import TensorType
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import OpAttributeError, ShapeError
 from oracle import run_node
 

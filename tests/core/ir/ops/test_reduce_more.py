@@ -11,8 +11,8 @@ from onnx.reference import ReferenceEvaluator
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import ShapeError
 from oracle import node_model, run_node
 

@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 import hetero
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.reference import run_reference
 from hetero.errors import InputError, OpAttributeError, ShapeError, UnsupportedOpError
 
 _GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}

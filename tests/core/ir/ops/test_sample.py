@@ -14,8 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import pytest
 
 import hetero
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import GraphBuilder, get_op
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import InputError, ShapeError
 from oracle import node_model, run_model
 

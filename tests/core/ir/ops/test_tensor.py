@@ -16,11 +16,11 @@ import numpy as np
 from onnx import numpy_helper
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir.builder import GraphBuilder
 from hetero.core.ir.graph import Node
 from hetero.core.ir.opdef import get_op
 from hetero.core.ir.types import TensorType
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import InputError, OpAttributeError, ShapeError
 from oracle import run_node
 

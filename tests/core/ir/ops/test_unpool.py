@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 import pytest
 
 import hetero
-from hetero.core.runtime.reference import run_reference
+from hetero.core.exec.reference import run_reference
 from hetero.errors import HeteroError
 from oracle import run_model
 

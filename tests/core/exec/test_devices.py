@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import hetero
+from hetero.core.exec.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
 from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.partition.transfers import TransferStep
 from hetero.core.plugin.capabilities import OnDevice, device_of
-from hetero.core.runtime.device import HOST, CopiesFrom, Device, NumpyDevice, run_from_host, transfer
 from hetero.core.runtime.executable import MAGIC
 from hetero.core.runtime.signing import SEAL_SIZE
-from hetero.core.runtime.transfers import TransferStep
 from hetero.errors import HeteroError, PluginError
 
 BOX_PLUGIN = """\

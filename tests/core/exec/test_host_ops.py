@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 import numpy as np
 import pytest
 
-from hetero.core.runtime import host_ops
-from hetero.core.runtime.host_ops import HOST_OPS, run_host_op
+from hetero.core.exec import host_ops
+from hetero.core.exec.host_ops import HOST_OPS, run_host_op
 from hetero.errors import InputError, UnsupportedOpError
 from oracle import run_node
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from hetero.core.exec.inputs import check_inputs
 from hetero.core.ir.graph import Graph, Node, Value
-from hetero.core.runtime.inputs import check_inputs
 from hetero.errors import HeteroError
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import hetero
 from hetero.core.ir import GraphBuilder
-from hetero.core.runtime.inputs import check_declared, check_inputs
+from hetero.core.exec.inputs import check_declared, check_inputs
 from hetero.errors import InputError
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hetero.core.ir import GraphBuilder
-from hetero.core.passes.pattern import Const, Op, Opt, Var
+from hetero.core.ir.pattern import Const, Op, Opt, Var
 from hetero.errors import PatternError
 
 W = np.ones((4, 3, 3, 3), np.float32)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hetero.core.exec.reference import run_reference
 from hetero.core.ir import Graph, GraphBuilder
-from hetero.core.runtime.reference import run_reference
 from hetero.errors import InputError
 
 

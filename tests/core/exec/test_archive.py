@@ -1,5 +1,5 @@
 """Artifacts do not depend on the clock, and damaged archives are named errors
-(:mod:`hetero.core.runtime.archive`)."""
+(:mod:`hetero.core.exec.archive`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import hetero
-from hetero.core.ir import Graph, GraphBuilder
-from hetero.core.plugin.manager import get_backend
-from hetero.core.runtime.archive import (
+from hetero.core.exec.archive import (
     FIXED_DATE, npz_bytes, read_member, read_npz, read_regular_file, write_zip,
 )
-from hetero.errors import DamagedFileError
+from hetero.core.ir import Graph, GraphBuilder
+from hetero.core.plugin.manager import get_backend
 from hetero.core.plugin.target import bind
+from hetero.errors import DamagedFileError
 
 
 def tiny_graph() -> Graph:

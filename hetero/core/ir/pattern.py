@@ -1,4 +1,7 @@
-"""The pattern language of graph rewrites: match an op, its attributes and its producers.
+"""The pattern language: match an op, its attributes and its producers.
+
+The graph passes' rewrite rules (:mod:`hetero.core.passes.rewrite`) and a backend's
+composites (:class:`~hetero.core.plugin.backend.Pattern`) are written in it.
 
 A pattern describes a value by how it was computed. :class:`Op` matches the output of a
 node of a given op (with attribute constraints) whose inputs match the input patterns,
