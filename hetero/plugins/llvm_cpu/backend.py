@@ -30,7 +30,7 @@ from hetero.plugin.schedule import TUNED_OPTION, Trace, TuningTask
 from hetero.plugin.tir import PrimFunc, canonical_names, legalize
 from hetero.plugins.llvm_cpu import tuning, tuning_features
 from hetero.plugins.llvm_cpu.exprs import CPU_NATIVE
-from hetero.plugins.llvm_cpu.host import host
+from hetero.plugins.llvm_cpu.host import host, usable_cpus
 from hetero.plugins.llvm_cpu.jit import OWNER, compile_all, compile_workers
 from hetero.plugins.llvm_cpu.kernel import CompiledKernel, compile_kernel
 from hetero.plugins.llvm_cpu.part import LlvmCpuPart
@@ -64,12 +64,13 @@ def _peak_gflops() -> float:
     lanes = 16 if features.get("avx512f") else 8 if features.get("avx2") else 4
     fma = 2 if features.get("fma") or features.get("avx512f") else 1
     # Two vector FMA pipes at about 3 GHz per core.
-    return (os.cpu_count() or 1) * 2 * lanes * fma * 3.0
+    return usable_cpus()[0] * 2 * lanes * fma * 3.0
 
 
 #: The compile options llvm_cpu reads.
 OPTIONS = (
-    Option("num_threads", "threads each kernel runs on (default: every core of the host)", types=(int,)),
+    Option("num_threads", "threads each kernel runs on (default: the CPUs this process may use: its affinity "
+                          "mask, lowered to a cgroup CPU quota)", types=(int,)),
     Option("aot", "with a dump folder, also write each kernel's object file and assembly for this "
                   "TRIPLE[:CPU] (e.g. aarch64-unknown-linux-gnu:cortex-a76)", types=(str,)),
     Option("int8", "run a quantised (QDQ) model's units as integer kernels, as onnxruntime's CPU "
@@ -114,16 +115,17 @@ class LlvmCpuBackend(Backend):
 
     def compile(self, subgraph: Graph, target: Target) -> LlvmCpuPart:
         graph = kernel_graph(subgraph, target)
-        builder = _Builder(graph, _threads(target), target.options[TUNED_OPTION] or {}, target.options["aot"])
+        threads = _threads(target)
+        builder = _Builder(graph, threads[0], target.options[TUNED_OPTION] or {}, target.options["aot"])
         compiled = compile_steps(graph, target, builder, fused=True)
         with timing.phase("plan arena", OWNER):
-            return LlvmCpuPart(*compiled)
+            return LlvmCpuPart(*compiled, threads=threads)
 
     def load_artifact(self, artifact: bytes | memoryview) -> LlvmCpuPart:
         return LlvmCpuPart.from_artifact(artifact)
 
     def tuning_tasks(self, subgraph: Graph, target: Target) -> list[TuningTask]:
-        return tuning.tasks(kernel_graph(subgraph, target), _threads(target), self.name)
+        return tuning.tasks(kernel_graph(subgraph, target), _threads(target)[0], self.name)
 
     def tuning_replay(self, task: TuningTask, trace: Trace) -> None:
         tuning.replay(task, trace)
@@ -139,8 +141,13 @@ class LlvmCpuBackend(Backend):
         return tuning_features.tuning_features(task, trace)
 
 
-def _threads(target: Target) -> int:
-    return int(target.options["num_threads"] or os.cpu_count() or 1)
+def _threads(target: Target) -> tuple[int, str]:
+    """The threads each kernel runs on, and why that many."""
+    given = target.options["num_threads"]
+    if given:
+        return int(given), f"num_threads={given} was given"
+    count, why = usable_cpus()
+    return count, f"{why} (num_threads not given)"
 
 
 def kernel_graph(subgraph: Graph, target: Target) -> Graph:

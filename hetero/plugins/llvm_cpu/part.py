@@ -37,8 +37,12 @@ class LlvmCpuPart(StepPart[CompiledKernel]):
     alignment = ALIGNMENT
 
     def __init__(self, inputs: Sequence[str], outputs: Sequence[str], steps: Sequence[Step[CompiledKernel]],
-                 constants: Mapping[str, np.ndarray], aliases: Mapping[str, str]) -> None:
+                 constants: Mapping[str, np.ndarray], aliases: Mapping[str, str],
+                 threads: tuple[int, str] | None = None) -> None:
         super().__init__(inputs, outputs, steps, constants, aliases)
+        #: The threads each kernel runs on and why that many (the backend's reading of
+        #: num_threads, the affinity mask and a cgroup quota).
+        self.threads = threads
         self._program: Program | None = None
         self._scratch: list[tuple[np.ndarray, np.ndarray]] = []  # (arena, workspace) of finished runs
 
@@ -94,16 +98,27 @@ class LlvmCpuPart(StepPart[CompiledKernel]):
                     settings: dict[str, Any]) -> CompiledKernel:
         return CompiledKernel.from_image(saved["image"], read("o"))
 
+    def report(self) -> str:
+        """How many threads a run's kernels use, and why."""
+        if self.threads is None:
+            return f"{self.kernel_count} kernels"
+        count, why = self.threads
+        return f"{self.kernel_count} kernels on {count} thread(s) each: {why}"
+
     def saved_settings(self) -> dict[str, Any]:
-        return {"host_cpu": host_cpu()}
+        settings: dict[str, Any] = {"host_cpu": host_cpu()}
+        if self.threads is not None:
+            settings["threads"] = list(self.threads)
+        return settings
 
     @classmethod
     def restore(cls, settings: dict[str, Any]) -> dict[str, Any]:
-        """Nothing beyond the steps; refuses machine code compiled for another CPU."""
+        """The threads it was compiled for; refuses machine code compiled for another CPU."""
         if settings["host_cpu"] != host_cpu():
             raise CodegenError(f"this part was compiled for a {settings['host_cpu']} CPU, the host is a "
                                f"{host_cpu()}; recompile the model here")
-        return {}
+        threads = settings.get("threads")
+        return {"threads": (int(threads[0]), str(threads[1])) if threads else None}
 
 
 __all__ = ["ALIGNMENT", "LlvmCpuPart"]

@@ -133,15 +133,17 @@ def _packable(reads: list[Load], var: Var) -> list[tuple[str, int]] | None:
     """(buffer, axis) of each read indexed by ``var`` alone on one axis; None if a read
     uses ``var`` any other way."""
     found: list[tuple[str, int]] = []
+    unpackable = set()  # read somewhere without var too (MatMul(x, x) reads x as both operands)
     for load in reads:
         axes = [d for d, index in enumerate(load.indices) if mentions(index, var)]
         if not axes:
+            unpackable.add(load.buffer.name)
             continue
         if len(axes) != 1 or affine(load.indices[axes[0]]) != ({var: 1}, 0):
             return None
         if (load.buffer.name, axes[0]) not in found:
             found.append((load.buffer.name, axes[0]))
-    return found
+    return [(name, axis) for name, axis in found if name not in unpackable]
 
 
 def _rows(extent: int, tile: RegisterTile) -> int:

@@ -52,3 +52,42 @@ def test_the_default_follows_the_affinity_mask() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "(1, \"1 CPU(s) in this process's affinity mask\")"
     assert usable_cpus()[0] <= len(os.sched_getaffinity(0))
+
+
+def _gram():
+    import numpy as np
+
+    from hetero.core.ir import GraphBuilder
+
+    b = GraphBuilder("gram")
+    x = b.input("x", (64, 64), "float32")
+    b.output(b.Relu(b.MatMul(x, x)))
+    return b.build(), np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+
+
+def test_the_report_says_how_many_threads_and_why_and_keeps_it_saved(tmp_path: Path) -> None:
+    import hetero
+
+    graph, x = _gram()
+    exe = hetero.compile(graph, targets=["llvm_cpu"], num_threads=1)
+    exe.run({"x": x})
+    assert "on 1 thread(s) each: num_threads=1 was given" in exe.report()
+    exe.save(tmp_path / "gram.hetero")
+    assert hetero.load(tmp_path / "gram.hetero").placements[0].part.threads == (1, "num_threads=1 was given")
+    count, why = usable_cpus()
+    default = hetero.compile(graph, targets=["llvm_cpu"]).placements[0].part.threads
+    assert default == (count, f"{why} (num_threads not given)")
+
+
+def test_a_matmul_of_a_value_with_itself_compiles_and_matches() -> None:
+    # x @ x reads x as both operands: packing it as the right operand's panels would
+    # break the left operand's reads, so it is not packed (it was a ScheduleError).
+    import numpy as np
+
+    import hetero
+
+    graph, x = _gram()
+    (name,) = [v.name for v in graph.outputs]
+    got = hetero.compile(graph, targets=["llvm_cpu"], strict=True).run({"x": x})[name]
+    # 64-term float32 dot products: a few ulps of their magnitude.
+    np.testing.assert_allclose(got, np.maximum(x.astype(np.float64) @ x, 0), rtol=1e-4, atol=1e-4)
