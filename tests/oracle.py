@@ -81,7 +81,10 @@ def quantize_with_onnxruntime(float_path: str | Path, qdq_path: str | Path,
     """Write onnxruntime's static int8 quantisation of ``float_path`` to ``qdq_path``.
 
     QDQ format, per-channel QInt8 weights, QInt8 activations: what hetero's quantiser
-    writes too, calibrated (min-max) on ``samples``.
+    writes too, calibrated (min-max) on ``samples``. Weights take 7 bits
+    (``reduce_range``), as onnxruntime advises for hosts without VNNI: its AVX2 int8
+    kernel (vpmaddubsw) saturates a pair of products at int16, so with 8-bit weights its
+    own answer, the oracle here, would depend on the host (it did on a Zen 3).
     """
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -93,4 +96,5 @@ def quantize_with_onnxruntime(float_path: str | Path, qdq_path: str | Path,
             return next(self.feeds, None)
 
     quantize_static(str(float_path), str(qdq_path), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                    per_channel=True, reduce_range=True, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)

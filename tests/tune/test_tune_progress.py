@@ -46,11 +46,21 @@ def test_steps_name_the_task_the_trials_the_best_and_the_time_left(tmp_path):
     tune_steps = [(i, n) for stage, i, n, _ in recorder.steps if stage == "tune"]
     assert tune_steps == [(1, 3), (2, 3), (3, 3)] * 2
     trials = [(i, n, label) for stage, i, n, label in recorder.steps if stage == "trial"]
-    assert len(trials) == 9
-    # Per task: trial k of the task's share; the share adds up to the budget.
+    # Per task: trial k of the task's share. The shares add up to the budget, less what a
+    # task whose space holds fewer candidates than its share leaves (the MatMul head on
+    # a host of 16 vector registers, whose tile has fewer row choices).
     shares = [len(r.trials) - 1 for r in results]
-    assert [(i, n) for i, n, _ in trials] == [(k, s) for s in shares for k in range(1, s + 1)]
-    assert [int(re.search(r"(\d+)/9 in all", label).group(1)) for _, _, label in trials] == list(range(1, 10))
+    planned: list[int] = []
+    done: list[int] = []
+    for i, n, _ in trials:
+        if i == 1:
+            planned.append(n)
+            done.append(0)
+        done[-1] += 1
+        assert (i, n) == (done[-1], planned[-1])
+    assert sum(planned) == 9 and done == shares and all(d <= p for d, p in zip(done, planned))
+    assert [int(re.search(r"(\d+)/9 in all", label).group(1)) for _, _, label in trials] == list(
+        range(1, len(trials) + 1))
     # The best so far, in GFLOP/s, as the results have it after that trial.
     curves = [r.best_so_far()[1:] for r in results]
     best = [gflops(seconds, r.task) for r, curve in zip(results, curves) for seconds in curve]

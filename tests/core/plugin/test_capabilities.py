@@ -27,7 +27,7 @@ def test_the_bundled_parts_declare_what_they_offer() -> None:
     graph = conv_block()
     exe = hetero.compile(graph, targets=["npu_sim"], quantize=calibration_inputs(graph))
     by_backend = {p.backend: p.part for p in exe.placements}
-    assert held(by_backend["llvm_cpu"]) == {"CountsKernels", "Profiles", "RunsIntermediates"}
+    assert held(by_backend["llvm_cpu"]) == {"CountsKernels", "Profiles", "Reports", "RunsIntermediates"}
     assert held(by_backend["npu_sim"]) == {"DrawsTimeline", "OnDevice", "RecordsTimeline", "Reports",
                                            "RunsIntermediates"}
     assert device_of(by_backend["llvm_cpu"]) is HOST

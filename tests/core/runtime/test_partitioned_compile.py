@@ -78,8 +78,9 @@ def test_report_shows_the_partition_then_parts_with_times_and_no_copy_between_ho
     partition_at, times_at = report.index("regions (in execution order)"), report.index("executable split")
     assert partition_at < times_at
     assert "tanh (Tanh) -> llvm_cpu: toy_cpu does not implement Tanh" in report
-    rows = {line.split()[0] + " " + line.split()[1]: line.split()
-            for line in report[times_at:].splitlines()[2:]}
+    # The times table ends at the first blank line; the parts' own reports follow it.
+    table = report[times_at:].split("\n\n")[0]
+    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in table.splitlines()[2:]}
     for entry in ("r0 toy_cpu:part", "r2 toy_cpu:part"):
         assert entry in rows, entry
     assert rows["r0 toy_cpu:part"][2] == "2"
