@@ -203,7 +203,8 @@ def _into_narrow(d: Draw, s: tuple[int, ...], dtype: np.dtype, to: np.dtype) -> 
     """Floats for a cast to a narrow float or bfloat16: each target value's neighbourhood,
     its rounding midpoints exactly, values past its range, infinities and NaN."""
     grid = np.arange(1 << (4 if to.name == "float4_e2m1fn" else 8 * to.itemsize), dtype=np.uint64)
-    grid = grid.astype(np.uint8 if to.itemsize == 1 else np.uint16).view(to).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # the NaN patterns among the target's codes, dropped below
+        grid = grid.astype(np.uint8 if to.itemsize == 1 else np.uint16).view(to).astype(np.float64)
     grid = np.unique(grid[np.isfinite(grid)])
     picks = grid[d.rng.integers(0, grid.size - 1, s)]
     nxt = grid[np.minimum(np.searchsorted(grid, picks) + 1, grid.size - 1)]

@@ -156,7 +156,11 @@ def _cast_reference(ins: list[np.ndarray], attrs: dict[str, Any]) -> list[np.nda
         # ONNX's saturate: out-of-range values (infinities too) clip; NaN stays NaN.
         wide = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
         x = np.clip(wide, -bound, bound)
-    return [x.astype(to)]
+    # A NaN or an out-of-range value cast to an integer, or past a narrow float's range, is
+    # what this cast means (ONNX leaves the integer result undefined; numpy's is the one
+    # hetero keeps): numpy's warning about it says nothing to the user.
+    with np.errstate(invalid="ignore", over="ignore"):
+        return [x.astype(to)]
 
 
 register(OpDef(
