@@ -317,13 +317,13 @@ def _is_numpy_file(path: str) -> bool:
 
 def write_text(path: str, text: str, flag: str) -> None:
     """Write ``text`` to ``path``; a UsageError naming ``flag`` when it cannot be written."""
-    from hetero.core.exec.archive import output_problem, write_atomically
+    from hetero.core.exec.archive import write_atomically
+    from hetero.errors import OutputPathError
 
-    problem = output_problem(path)
-    if problem is not None:
-        raise UsageError(f"{flag} {path}: {problem}")
     try:
-        write_atomically(path, text.encode("utf-8"))
+        write_atomically(path, text.encode("utf-8"))  # checks the path first (output_problem)
+    except OutputPathError as exc:
+        raise UsageError(f"{flag} {exc}") from None
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write it: {exc.strerror}") from None
 
